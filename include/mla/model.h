@@ -1,0 +1,54 @@
+/* CPU model of the two-stage GPU kernel (SPEC section 4): the same plan, the
+ * same bf16 partials with fp32 lse, the same merges, so CI exercises split
+ * remainders and bf16-partial error without a GPU. Planted-bug variants
+ * (mutations) let the tests prove the validator catches each bug class. */
+#ifndef MLA_MODEL_H
+#define MLA_MODEL_H
+
+#include "mla/fixture.h"
+#include "mla/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    MLA_MUT_NONE = 0,
+    MLA_MUT_DROP_REMAINDER,     /* last split ignores the remainder */
+    MLA_MUT_NO_CAUSAL,          /* drafts see later drafts */
+    MLA_MUT_FP16_PARTIALS,      /* partials rounded to fp16, not bf16 */
+    MLA_MUT_LSE_NO_MAX_SHIFT,   /* merge exponentiates lse without the max */
+    MLA_MUT_LSE_BASE2,          /* lse kept in base 2 but merged as natural */
+    MLA_MUT_PARTITION_OFF_BY_ONE, /* split s starts one key late */
+    MLA_MUT_SKIP_HEAD_BLOCK,    /* the last head block is never computed */
+    MLA_MUT_EMPTY_PREFIX_NAN,   /* empty prefix divides 0/0 as upstream */
+    MLA_MUT_COUNT
+} mla_mutation;
+
+const char *mla_mutation_name(mla_mutation m);
+
+typedef struct {
+    mla_block_config blk; /* mla_block_config_default() unless testing */
+    mla_mutation mutation;
+} mla_model_opts;
+
+/* Runs the model. Returns MLA_ERR_DECLINED (reason in err, outputs
+ * untouched) when mla_can_handle declines the case.
+ * o: [num_q_tokens, num_heads, v_head_dim] bf16; lse: [num_q_tokens, num_heads]. */
+mla_status mla_model_run(const mla_fixture *fx, const mla_model_opts *opts, mla_bf16 *o,
+                         float *lse, mla_error *err);
+
+/* The shape view of a fixture, as the GPU API would see it. */
+void mla_shape_from_fixture(const mla_fixture *fx, mla_shape *s);
+
+/* Default block config and no mutation (what a NULL opts means). */
+mla_model_opts mla_model_opts_default(void);
+
+/* f rounded to IEEE binary16 (nearest even, subnormals, overflow to inf)
+ * and widened back; the FP16_PARTIALS mutation stores partials with it. */
+float mla_f32_round_f16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
