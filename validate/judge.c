@@ -1,0 +1,402 @@
+/* The judge: metrics of one backend's output against its baseline and the
+ * path-aware verdict of SPEC section 7.
+ *
+ * Every tolerance constant is defined once, here, with its derivation.
+ * Notation: u_b = 2^-8 is bf16's unit roundoff (round to nearest even with
+ * an 8-bit significand: |fl(x) - x| <= 2^-8 |x|); u_32 = 2^-24 likewise for
+ * fp32. For a row r (one query token, one head) of sequence b:
+ *   M_{b,c} = max |v_c| over every value the sequence can see (prefix values
+ *             times v_scale, and draft values): the output and every split's
+ *             partial output are convex combinations of these, so
+ *             |O_c| <= M_{b,c} and |O_{s,c}| <= M_{b,c};
+ *   A_r     = sm_scale * max(k_scale, 1) * ||q_r||_2 * max_k ||k_k||_2, a
+ *             Cauchy-Schwarz bound on sum_i |q_i k_i| * scale, the quantity
+ *             whose fp32 dot-product error perturbs a score;
+ *   N_r     = keys the row can see (prefix + drafts).
+ * fp32 arithmetic perturbs each score by about sqrt(D) * A_r * u_32
+ * (random-walk accumulation of D products), which moves the output by at
+ * most twice that times M (weights change by delta_s * p, and |v - O| <= 2M);
+ * the PV sum adds about sqrt(N_r) * u_32 * M. Together:
+ *   gamma_r = (2 sqrt(D) A_r + sqrt(N_r)) * u_32                       (1)
+ * Each bf16 rounding of a quantity bounded by M adds at most u_b * M to an
+ * element: the bf16 partial of a split (SPEC 7: u_b max_s |O_s|), and P
+ * rounded to bf16 before the PV product (u_b max |V|). The final output
+ * rounding adds u_b |O|. */
+#include "mla/validate.h"
+#include "mla/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U_B (1.0 / 256.0)        /* bf16 unit roundoff, 2^-8 */
+#define U_32 (1.0 / 16777216.0)  /* fp32 unit roundoff, 2^-24 */
+
+/* FlashAttention's practice: a kernel may be off by up to twice what a plain
+ * implementation with the same roundings is off by. Applied to every
+ * a-priori term below. */
+#define SAFETY 2.0
+
+/* FlashMLA's elementwise relative rule: |err| <= 2.01/128 |ref|, i.e. about
+ * two bf16 ulps of the reference value (one ulp is at most 2^-7 relative),
+ * room for the output rounding plus one more rounding of the same size. */
+#define REL_TOL_BF16 (2.01 / 128.0)
+
+/* For the fp32 reference against the fp64 oracle, the relative part is the
+ * fp32 rounding of the output and of the final 1/l scaling, doubled by
+ * SAFETY: 2 * 2 * u_32. */
+#define REL_TOL_REF (4.0 * U_32)
+
+/* Tensor-wide cos_diff limits (SPEC 7, FlashMLA): 5e-6 when the only bf16
+ * rounding is the output's (bf16 RNE has a relative RMS error of about
+ * 2^-9 / sqrt(3) * 1.4 ~ 1.6e-3, so cos_diff ~ (1.6e-3)^2 / 2 ~ 1.3e-6, with
+ * room for fp32 terms), 1e-5 when partials or P are rounded to bf16 as well
+ * (each adds a comparable term). */
+#define COS_LIMIT_FP32 5e-6
+#define COS_LIMIT_BF16 1e-5
+
+/* Per-row limit: a row's cos_diff estimates the same relative rounding
+ * noise from its Dv elements, so correct rows scatter around the tensor
+ * value by a small factor (rows whose output is small next to their split
+ * partials sit higher); 10x the tensor limit leaves that room yet rejects a
+ * systematic error of 1.4% of a row's norm (bf16 partial path), about four
+ * bf16 ulps, which a tensor-wide norm over thousands of rows would hide. */
+#define ROW_COS_FACTOR 10.0
+
+const char *mla_path_name(mla_path p)
+{
+    switch (p) {
+    case MLA_PATH_REFERENCE: return "fp32 reference (vs fp64 oracle)";
+    case MLA_PATH_FP32: return "fp32 math, bf16 out";
+    case MLA_PATH_BF16_PARTIALS: return "bf16 partials, bf16 out";
+    case MLA_PATH_BF16_P: return "P in bf16, fp32 partials, bf16 out";
+    case MLA_PATH_BF16_P_PARTIALS: return "P in bf16, bf16 partials, bf16 out";
+    case MLA_PATH_COUNT: break;
+    }
+    return "?";
+}
+
+const char *mla_verdict_name(mla_verdict v)
+{
+    switch (v) {
+    case MLA_VERDICT_PASS: return "PASS";
+    case MLA_VERDICT_FAIL: return "FAIL";
+    case MLA_VERDICT_DECLINED: return "DECLINED";
+    case MLA_VERDICT_NA: return "N/A";
+    case MLA_VERDICT_ERROR: return "ERROR";
+    }
+    return "?";
+}
+
+/* Extra bf16 roundings of M-bounded quantities on each path. */
+static int path_bf16_terms(mla_path p)
+{
+    switch (p) {
+    case MLA_PATH_BF16_PARTIALS: return 1;
+    case MLA_PATH_BF16_P: return 1;
+    case MLA_PATH_BF16_P_PARTIALS: return 2;
+    default: return 0;
+    }
+}
+
+int mla_case_max_splits(const mla_fixture *fx)
+{
+    mla_shape s;
+    mla_plan plan;
+    mla_error err;
+    memset(&s, 0, sizeof s);
+    const mla_config *c = &fx->cfg;
+    s.num_seqs = c->num_seqs;
+    s.num_heads = c->num_heads;
+    s.num_kv_heads = c->num_kv_heads;
+    s.q_len = c->q_len;
+    s.num_q_tokens = fx->num_q_tokens;
+    s.head_dim = c->head_dim;
+    s.kv_dim = c->head_dim;
+    s.v_head_dim = c->v_head_dim;
+    s.v_extend_dim = c->v_head_dim;
+    s.is_causal = c->is_causal;
+    s.logit_cap = c->logit_cap;
+    s.sliding_window = c->sliding_window;
+    s.has_sinks = fx->sinks != NULL;
+    s.topk = c->topk;
+    mla_block_config blk = mla_block_config_default();
+    if (mla_plan_make(&s, &blk, &plan, &err) != MLA_OK)
+        return 1;
+    int best = 1;
+    for (int b = 0; b < c->num_seqs; ++b) {
+        int a = mla_plan_active_splits(mla_fixture_prefix(fx, b), plan.num_splits, blk.block_n);
+        if (a > best)
+            best = a;
+    }
+    return best;
+}
+
+/* bf16 ulp at the magnitude of x (the spacing of bf16 numbers there). */
+static double bf16_ulp(double x)
+{
+    x = fabs(x);
+    if (x < 1.1754943508222875e-38)
+        return ldexp(1.0, -133); /* subnormal spacing */
+    int e;
+    frexp(x, &e); /* x = f * 2^e, f in [0.5, 1) */
+    return ldexp(1.0, e - 8);
+}
+
+static int ulp_bucket(double err, double ulp)
+{
+    if (err == 0)
+        return 0;
+    double r = err / ulp;
+    if (r <= 0.5) return 1;
+    if (r <= 1) return 2;
+    if (r <= 2) return 3;
+    if (r <= 4) return 4;
+    if (r <= 8) return 5;
+    if (r <= 16) return 6;
+    return 7;
+}
+
+static double rownorm(const mla_bf16 *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; ++i) {
+        double v = mla_bf16_to_f32(x[i]);
+        s += v * v;
+    }
+    return sqrt(s);
+}
+
+mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
+                      const unsigned char *unwritten, const float *lse, mla_metrics *m,
+                      char *reason, size_t reason_n)
+{
+    const mla_fixture *fx = in->fx;
+    const mla_config *c = &fx->cfg;
+    const int H = c->num_heads, HK = c->num_kv_heads, D = c->head_dim, DV = c->v_head_dim;
+    const int group = H / HK;
+    const int ref_path = path == MLA_PATH_REFERENCE;
+    mla_verdict verdict = MLA_VERDICT_PASS;
+    memset(m, 0, sizeof *m);
+    m->lse_max_abs = -1;
+    m->first_bad = -1;
+    reason[0] = '\0';
+
+    const int kterms = path_bf16_terms(path);
+    const double cos_limit_path =
+        ref_path ? 0 : (kterms ? COS_LIMIT_BF16 : COS_LIMIT_FP32);
+    const double rel_tol = ref_path ? REL_TOL_REF : REL_TOL_BF16;
+    m->rel_tol = rel_tol;
+    m->abs_frac = SAFETY * (kterms * U_B);
+
+    double *M = malloc((size_t)HK * DV * sizeof *M);
+    if (!M) {
+        snprintf(reason, reason_n, "judge: out of memory");
+        return MLA_VERDICT_ERROR;
+    }
+    double sum_ab = 0, sum_a2b2 = 0, sum_d2 = 0, sum_r2 = 0, gamma_max = 0;
+    int64_t n_within = 0;
+    double worst_row_cos = 0;
+    char first_reason[384] = "";
+
+    for (int b = 0; b < c->num_seqs; ++b) {
+        const int P = mla_fixture_prefix(fx, b), L = mla_fixture_drafts(fx, b);
+        const int64_t q0 = fx->qo_indptr[b], k0 = fx->kv_indptr[b];
+        for (int hk = 0; hk < HK; ++hk) {
+            /* M_{b,c} and the largest key norm over everything the sequence
+             * can see. */
+            double *Mh = M + (size_t)hk * DV;
+            for (int ch = 0; ch < DV; ++ch)
+                Mh[ch] = 0;
+            double kmax = 0;
+            for (int t = 0; t < P; ++t) {
+                const mla_bf16 *row =
+                    fx->kv_buffer + ((size_t)fx->kv_indices[k0 + t] * HK + hk) * D;
+                for (int ch = 0; ch < DV; ++ch) {
+                    double v = fabs(c->v_scale * mla_bf16_to_f32(row[ch]));
+                    if (v > Mh[ch])
+                        Mh[ch] = v;
+                }
+                double kn = fabs(c->k_scale) * rownorm(row, D);
+                if (kn > kmax)
+                    kmax = kn;
+            }
+            for (int j = 0; j < L; ++j) {
+                const mla_bf16 *vr = fx->v_extend + ((size_t)(q0 + j) * HK + hk) * DV;
+                for (int ch = 0; ch < DV; ++ch) {
+                    double v = fabs(mla_bf16_to_f32(vr[ch]));
+                    if (v > Mh[ch])
+                        Mh[ch] = v;
+                }
+                double kn = rownorm(fx->k_extend + ((size_t)(q0 + j) * HK + hk) * D, D);
+                if (kn > kmax)
+                    kmax = kn;
+            }
+
+            for (int i = 0; i < L; ++i)
+                for (int hh = 0; hh < group; ++hh) {
+                    const int h = hk * group + hh;
+                    const int64_t t = q0 + i;
+                    const size_t rbase = ((size_t)t * H + h) * DV;
+                    const double qn = rownorm(fx->q + ((size_t)t * H + h) * D, D);
+                    const double A = fabs(c->sm_scale) * qn * kmax;
+                    const double N = (double)P + L;
+                    const double gamma = (2.0 * sqrt((double)D) * A + sqrt(N)) * U_32; /* (1) */
+                    if (gamma > gamma_max)
+                        gamma_max = gamma;
+                    double rab = 0, ra2b2 = 0;
+                    for (int ch = 0; ch < DV; ++ch) {
+                        const size_t e = rbase + ch;
+                        const double r = ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
+                        const double v = o[e];
+                        m->n_elems++;
+                        if (unwritten && unwritten[e]) {
+                            if (m->n_unwritten++ == 0 && !first_reason[0])
+                                snprintf(first_reason, sizeof first_reason,
+                                         "element (token %lld, head %d, col %d) never written",
+                                         (long long)t, h, ch);
+                            if (m->first_bad < 0)
+                                m->first_bad = (int64_t)e;
+                            continue;
+                        }
+                        if (!isfinite(v) && isfinite(r)) {
+                            if (m->n_nan++ == 0 && !first_reason[0])
+                                snprintf(first_reason, sizeof first_reason,
+                                         "non-finite output %g at (token %lld, head %d, col %d)",
+                                         v, (long long)t, h, ch);
+                            if (m->first_bad < 0)
+                                m->first_bad = (int64_t)e;
+                            continue;
+                        }
+                        const double err = fabs(v - r);
+                        /* Elementwise abs-or-rel rule. The absolute part is
+                         * the a-priori bound: SAFETY x (bf16 roundings of
+                         * M-bounded partials or P + fp32 terms (1)). */
+                        const double abs_bound =
+                            SAFETY * (kterms * U_B + gamma) * Mh[ch];
+                        const double allowed = fmax(abs_bound, rel_tol * fabs(r));
+                        const double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
+                        if (ratio > m->worst_ratio)
+                            m->worst_ratio = ratio;
+                        if (err > allowed) {
+                            if (m->n_over++ == 0 && !first_reason[0])
+                                snprintf(first_reason, sizeof first_reason,
+                                         "|err| %.3g > allowed %.3g at (token %lld, head %d, "
+                                         "col %d): got %.6g, reference %.6g",
+                                         err, allowed, (long long)t, h, ch, v, r);
+                            if (m->first_bad < 0)
+                                m->first_bad = (int64_t)e;
+                        }
+                        if (err > m->max_abs)
+                            m->max_abs = err;
+                        const double ulp = bf16_ulp(r);
+                        if (err <= ulp)
+                            n_within++;
+                        m->ulp_hist[ulp_bucket(err, ulp)]++;
+                        rab += v * r;
+                        ra2b2 += v * v + r * r;
+                        sum_d2 += (v - r) * (v - r);
+                        sum_r2 += r * r;
+                    }
+                    sum_ab += rab;
+                    sum_a2b2 += ra2b2;
+                    /* Per-row cos_diff and relative L2 error. */
+                    const double rcos = ra2b2 > 0 ? 1.0 - 2.0 * rab / ra2b2 : 0.0;
+                    if (rcos > worst_row_cos)
+                        worst_row_cos = rcos;
+                    double rd2 = 0, rr2 = 0;
+                    for (int ch = 0; ch < DV; ++ch) {
+                        const size_t e = rbase + ch;
+                        if (unwritten && unwritten[e])
+                            continue;
+                        const double r =
+                            ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
+                        const double d = o[e] - r;
+                        if (isfinite(d)) {
+                            rd2 += d * d;
+                            rr2 += r * r;
+                        }
+                    }
+                    const double rrel = rr2 > 0 ? sqrt(rd2 / rr2) : sqrt(rd2);
+                    if (rrel > m->worst_row_rel)
+                        m->worst_row_rel = rrel;
+                    /* lse: scores perturbed by sqrt(D) A u_32 each, the sum
+                     * by sqrt(N) u_32, the final log by |lse| u_32. */
+                    if (lse) {
+                        const size_t li = (size_t)t * H + h;
+                        const double lr = ref_path && in->oracle_lse ? in->oracle_lse[li]
+                                                                      : in->ref_lse[li];
+                        const double lv = lse[li];
+                        double dl;
+                        if (isinf(lr) || isinf(lv))
+                            dl = (lr == lv) ? 0 : INFINITY;
+                        else if (isnan(lv))
+                            dl = INFINITY;
+                        else
+                            dl = fabs(lv - lr);
+                        const double lallowed =
+                            SAFETY * (sqrt((double)D) * A + sqrt(N) + fabs(lr)) * U_32;
+                        if (dl > m->lse_max_abs)
+                            m->lse_max_abs = dl;
+                        const double lratio = dl / lallowed;
+                        if (lratio > m->lse_ratio)
+                            m->lse_ratio = lratio;
+                    }
+                }
+        }
+    }
+    free(M);
+
+    m->nmse = sum_r2 > 0 ? sum_d2 / sum_r2 : sum_d2;
+    m->cos_diff = sum_a2b2 > 0 ? 1.0 - 2.0 * sum_ab / sum_a2b2 : 0.0;
+    m->worst_row_cos = worst_row_cos;
+    m->within_1ulp = m->n_elems ? (double)n_within / (double)m->n_elems : 1.0;
+    /* The reference's own cos limit follows from (1): a relative error of
+     * gamma gives cos_diff ~ gamma^2 / 2; SAFETY^2 for margin. */
+    m->cos_limit = ref_path ? fmax(SAFETY * SAFETY * gamma_max * gamma_max / 2.0, 1e-14)
+                            : cos_limit_path;
+    m->row_cos_limit = ROW_COS_FACTOR * m->cos_limit;
+
+    /* Row pass for the count of rows over the per-row limit (needs the
+     * limit, known only now). Cheap second look at the rows. */
+    if (worst_row_cos > m->row_cos_limit) {
+        for (int64_t t = 0; t < fx->num_q_tokens; ++t)
+            for (int h = 0; h < H; ++h) {
+                double rab = 0, ra2b2 = 0;
+                for (int ch = 0; ch < DV; ++ch) {
+                    const size_t e = ((size_t)t * H + h) * DV + ch;
+                    const double r = ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
+                    const double v = o[e];
+                    if (!isfinite(v) || (unwritten && unwritten[e]))
+                        continue;
+                    rab += v * r;
+                    ra2b2 += v * v + r * r;
+                }
+                const double rcos = ra2b2 > 0 ? 1.0 - 2.0 * rab / ra2b2 : 0.0;
+                if (rcos > m->row_cos_limit) {
+                    if (m->n_rows_over++ == 0 && !first_reason[0])
+                        snprintf(first_reason, sizeof first_reason,
+                                 "row (token %lld, head %d) cos_diff %.3g > row limit %.3g",
+                                 (long long)t, h, rcos, m->row_cos_limit);
+                }
+            }
+    }
+
+    if (m->n_unwritten || m->n_nan || m->n_over || m->n_rows_over) {
+        verdict = MLA_VERDICT_FAIL;
+        snprintf(reason, reason_n, "%s (%lld unwritten, %lld non-finite, %lld over bound, %lld "
+                 "rows over limit)",
+                 first_reason, (long long)m->n_unwritten, (long long)m->n_nan,
+                 (long long)m->n_over, (long long)m->n_rows_over);
+    } else if (m->cos_diff > m->cos_limit) {
+        verdict = MLA_VERDICT_FAIL;
+        snprintf(reason, reason_n, "cos_diff %.3g > limit %.3g for path '%s'", m->cos_diff,
+                 m->cos_limit, mla_path_name(path));
+    } else if (lse && m->lse_ratio > 1.0) {
+        verdict = MLA_VERDICT_FAIL;
+        snprintf(reason, reason_n, "lse error %.3g exceeds its bound (ratio %.3g)",
+                 m->lse_max_abs, m->lse_ratio);
+    }
+    return verdict;
+}
