@@ -83,8 +83,7 @@ static mla_status run_oracle(const mla_backend *b, const mla_fixture *fx, mla_ou
 static mla_status run_model(const mla_backend *b, const mla_fixture *fx, mla_outputs *out,
                             mla_error *err)
 {
-    mla_model_opts opts;
-    opts.blk = mla_block_config_default();
+    mla_model_opts opts = mla_model_opts_default();
     opts.mutation = (mla_mutation)b->arg;
     mla_status st = mla_model_run(fx, &opts, out->o16, out->lse, err);
     out->wrote_lse = st == MLA_OK;

@@ -38,6 +38,12 @@ typedef struct {
 mla_status mla_model_run(const mla_fixture *fx, const mla_model_opts *opts, mla_bf16 *o,
                          float *lse, mla_error *err);
 
+/* The same with an explicit number of worker threads over (sequence, head
+ * block) tasks; 0 = one per online CPU (what mla_model_run uses). Results
+ * are bit-identical for any count. */
+mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *opts,
+                                 int num_threads, mla_bf16 *o, float *lse, mla_error *err);
+
 /* The shape view of a fixture, as the GPU API would see it. */
 void mla_shape_from_fixture(const mla_fixture *fx, mla_shape *s);
 
