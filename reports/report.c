@@ -238,7 +238,8 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     const int W = 640, Hh = 340, L = 70, R = 150, T = 30, B = 50;
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (size_t i = 0; i < n; ++i) {
-        if (r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL)
+        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
+            r[i].m.n_elems == 0)
             continue;
         double x = xsel ? r[i].max_splits : (double)r[i].max_prefix;
         if (xlog)
@@ -269,9 +270,13 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">1e%.0f</text>\n",
                 L, L + pw, py, py, L - 4, py + 4, yt);
     }
-    for (int k = 0; k <= 5; ++k) {
-        double xv = xmin + (xmax - xmin) * k / 5.0;
-        double px = L + (double)pw * k / 5.0;
+    /* Integer axes with few values get one tick per integer. */
+    int nt = (!xlog && xmax - xmin <= 10) ? (int)(xmax - xmin + 0.5) : 5;
+    if (nt < 1)
+        nt = 1;
+    for (int k = 0; k <= nt; ++k) {
+        double xv = xmin + (xmax - xmin) * k / nt;
+        double px = L + (double)pw * k / nt;
         double lab = xlog ? exp2(xv) - 1 : xv;
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", px,
                 T + ph + 14, lab);
@@ -284,7 +289,8 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     html_str(f, ylabel);
     fprintf(f, "</text>\n");
     for (size_t i = 0; i < n; ++i) {
-        if (r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL)
+        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
+            r[i].m.n_elems == 0)
             continue;
         size_t k = 0;
         while (k < ns && strcmp(s[k].name, r[i].backend) != 0)

@@ -408,10 +408,17 @@ int main(int argc, char **argv)
         return EXIT_BAD;
     }
     int explicit_sel = nsel > 0;
+    /* No --backend: every backend of the default set that is available
+     * here (an unavailable one named explicitly still reports N/A). */
     if (!explicit_sel)
-        for (size_t i = 0; i < mla_backend_count(); ++i)
-            if (mla_backend_get(i)->in_default_set)
-                sel[nsel++] = mla_backend_get(i);
+        for (size_t i = 0; i < mla_backend_count(); ++i) {
+            const mla_backend *b = mla_backend_get(i);
+            char why[256];
+            if (b->in_default_set && b->available(b, why, sizeof why))
+                sel[nsel++] = b;
+            else if (b->in_default_set && !quiet)
+                fprintf(stderr, "mla-validate: backend %s skipped: %s\n", b->name, why);
+        }
     if (dump_dir) {
         struct stat sb;
         if (stat(dump_dir, &sb) != 0 && mkdir(dump_dir, 0777) != 0) {
