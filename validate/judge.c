@@ -64,6 +64,30 @@
  * bf16 ulps, which a tensor-wide norm over thousands of rows would hide. */
 #define ROW_COS_FACTOR 10.0
 
+const char *mla_spec_decline_reason(const mla_fixture *fx)
+{
+    const mla_config *c = &fx->cfg;
+    if (fx->sinks)
+        return "sinks present";
+    if (c->sliding_window > 0)
+        return "sliding window";
+    if (c->logit_cap > 0)
+        return "logit cap";
+    if (!c->is_causal)
+        return "not causal";
+    if (c->num_kv_heads != 1)
+        return "more than one KV head";
+    if (c->num_seqs < 1)
+        return "bs < 1";
+    if (c->q_len < 1)
+        return "q_len < 1 (ragged draft counts)";
+    if (fx->num_q_tokens != (int64_t)c->num_seqs * c->q_len)
+        return "ragged draft counts";
+    if (c->topk != 1)
+        return "topk != 1";
+    return NULL;
+}
+
 const char *mla_path_name(mla_path p)
 {
     switch (p) {

@@ -1,0 +1,89 @@
+# NVIDIA build of the HIP-dialect GPU tiers (included from hip/CMakeLists.txt
+# when MLA_ENABLE_CUDA is ON). Configures and builds with nvcc and no GPU;
+# the GPU tests skip (exit 77) when no device is present.
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+
+# The top level adds -Werror for every language under MLA_WERROR; nvcc reads
+# a bare -Werror as its own option (it takes a value), so CUDA sources get
+# the host compiler's -Werror through -Xcompiler instead.
+get_property(_mla_dir_opts DIRECTORY PROPERTY COMPILE_OPTIONS)
+list(TRANSFORM _mla_dir_opts REPLACE "^-Werror$" "$<$<NOT:$<COMPILE_LANGUAGE:CUDA>>:-Werror>")
+set_property(DIRECTORY PROPERTY COMPILE_OPTIONS ${_mla_dir_opts})
+if(MLA_WERROR)
+  add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror>)
+endif()
+
+# sm_90a: Hopper-only instructions are allowed (wgmma, setmaxnreg); the
+# -gencode form is the one nvcc 13.0 accepts for the 'a' target (HOPPER.md).
+set(MLA_CUDA_GENCODE "-gencode=arch=compute_90a,code=sm_90a" CACHE STRING
+    "nvcc target flags of the GPU library")
+separate_arguments(_mla_gencode UNIX_COMMAND "${MLA_CUDA_GENCODE}")
+
+set(MLA_GPU_HIP_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/mla_kernels.hip
+  ${CMAKE_CURRENT_LIST_DIR}/mla_gpu.hip)
+set_source_files_properties(${MLA_GPU_HIP_SOURCES} PROPERTIES LANGUAGE CUDA)
+
+function(mla_gpu_library name kind)
+  add_library(${name} ${kind} ${MLA_GPU_HIP_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/gpu_backend.c)
+  target_include_directories(${name} PUBLIC ${MLA_INCLUDE_DIR} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  set_target_properties(${name} PROPERTIES
+    CUDA_ARCHITECTURES OFF
+    CUDA_STANDARD 17
+    CUDA_STANDARD_REQUIRED ON
+    POSITION_INDEPENDENT_CODE ON
+    CUDA_RUNTIME_LIBRARY Static)
+  target_compile_options(${name} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:${_mla_gencode} -Xptxas=-v -lineinfo --expt-relaxed-constexpr>)
+  target_link_libraries(${name} PUBLIC mla_plan CUDA::cudart_static)
+  if("${kind}" STREQUAL "STATIC")
+    # Host stubs of the .hip sources are C++: a C program (mla-validate,
+    # test_gpu) linking the static library needs the C++ runtime.
+    target_link_libraries(${name} PUBLIC stdc++)
+  endif()
+endfunction()
+
+# mla_plan (pure C, PIC) supplies mla_can_handle; the shared library embeds it.
+mla_gpu_library(mla_gpu STATIC)
+mla_gpu_library(mla_gpu_shared SHARED)
+set_target_properties(mla_gpu_shared PROPERTIES OUTPUT_NAME mla_gpu)
+
+# mla-bench: timings of the tiers at K3 / DeepSeek-V3 TP8 shapes.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/bench/mla_bench.hip PROPERTIES LANGUAGE CUDA)
+add_executable(mla-bench ${CMAKE_CURRENT_LIST_DIR}/bench/mla_bench.hip)
+set_target_properties(mla-bench PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17
+                      CUDA_RUNTIME_LIBRARY Static)
+target_compile_options(mla-bench PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${_mla_gencode}>)
+target_include_directories(mla-bench PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_compile_definitions(mla-bench PRIVATE MLA_GIT_COMMIT="${MLA_GIT_COMMIT}")
+target_link_libraries(mla-bench PRIVATE mla_gpu ${CMAKE_DL_LIBS})
+
+# Self-contained GPU test: every catalogue case, every tier, against the
+# CPU reference.
+if(TARGET mla_fixture AND TARGET mla_reference)
+  add_executable(test_gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_tests/test_gpu.c)
+  target_link_libraries(test_gpu PRIVATE mla_gpu mla_judge mla_reference mla_fixture m)
+  add_test(NAME hip.gpu.tiers COMMAND test_gpu --small)
+  add_test(NAME hip.gpu.tiers.large COMMAND test_gpu)
+  set_tests_properties(hip.gpu.tiers hip.gpu.tiers.large PROPERTIES
+    LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77)
+endif()
+
+# Validation of the shipped fixtures through the validator's GPU backends,
+# once validate/ (added after hip/) has defined mla-validate.
+function(mla_gpu_validate_tests)
+  if(TARGET mla-validate)
+    file(GLOB _fx ${CMAKE_SOURCE_DIR}/fixtures/data/*.h5)
+    if(_fx)
+      add_test(NAME hip.gpu.validate
+        COMMAND mla-validate --backend gpu --backend gpu-baseline --backend gpu-fallback ${_fx})
+      # mla-validate reports GPU backends n/a (exit 0) without a device:
+      # that is a skip, not a pass.
+      set_tests_properties(hip.gpu.validate PROPERTIES
+        LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77
+        SKIP_REGULAR_EXPRESSION "unavailable: no GPU")
+    endif()
+  endif()
+endfunction()
+cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL mla_gpu_validate_tests)

@@ -1,0 +1,256 @@
+/* The validator's view of the GPU tiers: one fixture in, one tier run into
+ * poisoned, guarded device buffers, o and lse back on the host. Every runtime
+ * call is checked; the guards and the poison turn out-of-bounds writes and
+ * writes by a declining tier into errors instead of silent corruption. */
+#include "compat.h"
+#include "mla/gpu.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Guard regions: 64 KiB each side, far past any row a stray index would
+ * reach by one tile, filled with a byte pattern no output element takes
+ * (0xA5A5 is a negative bf16 of magnitude 2.9e-16; 0xA5A5A5A5 an fp32 of
+ * magnitude 2.9e-16 too, so a write of a small value is told apart only by
+ * exact bit comparison, which is what the check does). */
+#define GUARD_BYTES ((size_t)65536)
+#define GUARD_BYTE 0xA5
+#define POISON_BF16 ((uint16_t)0x7fc0) /* quiet NaN */
+#define POISON_F32 ((uint32_t)0x7fc00000u)
+
+static void be_error(mla_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+}
+
+int mla_gpu_available(char *why, size_t n)
+{
+    int count = 0;
+    hipError_t e = hipGetDeviceCount(&count);
+    if (e != hipSuccess || count < 1) {
+        if (why && n)
+            snprintf(why, n, "no GPU: %s",
+                     e != hipSuccess ? hipGetErrorString(e) : "no device present");
+        /* Clear the sticky error of a failed probe. */
+        (void)hipGetLastError();
+        return 0;
+    }
+    if (why && n)
+        snprintf(why, n, "%d device(s)", count);
+    return 1;
+}
+
+typedef struct {
+    void *ptrs[16];
+    int n;
+} dev_allocs;
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        hipError_t e_ = (call);                                                                    \
+        if (e_ != hipSuccess) {                                                                    \
+            be_error(err, "%s failed: %s (%s:%d)", #call, hipGetErrorString(e_), __FILE__,         \
+                     __LINE__);                                                                    \
+            st = MLA_ERR_RUNTIME;                                                                  \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static hipError_t dmalloc(dev_allocs *al, void **p, size_t bytes)
+{
+    *p = NULL;
+    hipError_t e = hipMalloc(p, bytes ? bytes : 16);
+    if (e == hipSuccess)
+        al->ptrs[al->n++] = *p;
+    return e;
+}
+
+static hipError_t upload(dev_allocs *al, void **p, const void *src, size_t bytes)
+{
+    hipError_t e = dmalloc(al, p, bytes);
+    if (e == hipSuccess && bytes)
+        e = hipMemcpy(*p, src, bytes, hipMemcpyHostToDevice);
+    return e;
+}
+
+static int guard_intact(const unsigned char *g)
+{
+    for (size_t i = 0; i < GUARD_BYTES; ++i)
+        if (g[i] != GUARD_BYTE)
+            return 0;
+    return 1;
+}
+
+static void shape_of(const mla_fixture *fx, mla_shape *s)
+{
+    memset(s, 0, sizeof *s);
+    s->num_seqs = fx->cfg.num_seqs;
+    s->num_heads = fx->cfg.num_heads;
+    s->num_kv_heads = fx->cfg.num_kv_heads;
+    s->q_len = fx->cfg.q_len;
+    s->num_q_tokens = fx->num_q_tokens;
+    s->head_dim = fx->cfg.head_dim;
+    s->kv_dim = fx->cfg.head_dim; /* the pool is [slots, Hkv, head_dim] by schema */
+    s->v_head_dim = fx->cfg.v_head_dim;
+    s->v_extend_dim = fx->cfg.v_head_dim;
+    s->is_causal = fx->cfg.is_causal;
+    s->logit_cap = fx->cfg.logit_cap;
+    s->sliding_window = fx->cfg.sliding_window;
+    s->has_sinks = fx->sinks != NULL;
+    s->topk = fx->cfg.topk;
+}
+
+mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host, float *lse_host,
+                               mla_error *err)
+{
+    mla_status st = MLA_OK;
+    dev_allocs al;
+    unsigned char *host_o = NULL, *host_l = NULL;
+    char why[256];
+    al.n = 0;
+
+    if (!fx || !o_host) {
+        be_error(err, "mla_gpu_backend_run: NULL fixture or output");
+        return MLA_ERR_INVALID;
+    }
+    if (!mla_gpu_available(why, sizeof why)) {
+        be_error(err, "%s", why);
+        return MLA_ERR_RUNTIME;
+    }
+
+    const int64_t T = fx->num_q_tokens, H = fx->cfg.num_heads, Hkv = fx->cfg.num_kv_heads;
+    const int64_t D = fx->cfg.head_dim, Dv = fx->cfg.v_head_dim, B = fx->cfg.num_seqs;
+    const size_t q_b = (size_t)(T * H * D) * 2, ke_b = (size_t)(T * Hkv * D) * 2,
+                 ve_b = (size_t)(T * Hkv * Dv) * 2, kv_b = (size_t)(fx->pool_slots * Hkv * D) * 2;
+    const size_t o_b = (size_t)(T * H * Dv) * 2, l_b = (size_t)(T * H) * 4;
+
+    mla_gpu_args a;
+    memset(&a, 0, sizeof a);
+    shape_of(fx, &a.shape);
+    a.num_kv_indices = fx->num_kv_indices;
+    a.sm_scale = fx->cfg.sm_scale;
+    a.k_scale = fx->cfg.k_scale;
+    a.v_scale = fx->cfg.v_scale;
+    a.q_stride_tok = H * D;
+    a.q_stride_head = D;
+    a.k_stride_tok = Hkv * D;
+    a.k_stride_head = D;
+    a.v_stride_tok = Hkv * Dv;
+    a.v_stride_head = Dv;
+    a.kv_stride_slot = Hkv * D;
+    a.kv_stride_head = D;
+    a.o_stride_tok = H * Dv;
+    a.o_stride_head = Dv;
+    a.lse_stride_tok = H;
+
+    void *d_q, *d_ke, *d_ve, *d_kv, *d_qo, *d_kvp, *d_idx, *d_sinks = NULL, *d_o, *d_l, *d_ws = NULL;
+    CHECK(upload(&al, &d_q, fx->q, q_b));
+    CHECK(upload(&al, &d_ke, fx->k_extend, ke_b));
+    CHECK(upload(&al, &d_ve, fx->v_extend, ve_b));
+    CHECK(upload(&al, &d_kv, fx->kv_buffer, kv_b));
+    CHECK(upload(&al, &d_qo, fx->qo_indptr, (size_t)(B + 1) * 4));
+    CHECK(upload(&al, &d_kvp, fx->kv_indptr, (size_t)(B + 1) * 4));
+    CHECK(upload(&al, &d_idx, fx->kv_indices, (size_t)fx->num_kv_indices * 8));
+    if (fx->sinks)
+        CHECK(upload(&al, &d_sinks, fx->sinks, (size_t)H * 4));
+
+    /* Outputs: guard | poisoned data | guard, filled from the host so the
+     * exact bits are known. */
+    host_o = malloc(o_b + 2 * GUARD_BYTES);
+    host_l = malloc(l_b + 2 * GUARD_BYTES);
+    if (!host_o || !host_l) {
+        be_error(err, "mla_gpu_backend_run: host allocation failed");
+        st = MLA_ERR_NOMEM;
+        goto done;
+    }
+    memset(host_o, GUARD_BYTE, o_b + 2 * GUARD_BYTES);
+    memset(host_l, GUARD_BYTE, l_b + 2 * GUARD_BYTES);
+    for (size_t i = 0; i < o_b / 2; ++i)
+        memcpy(host_o + GUARD_BYTES + 2 * i, &(uint16_t){POISON_BF16}, 2);
+    for (size_t i = 0; i < l_b / 4; ++i)
+        memcpy(host_l + GUARD_BYTES + 4 * i, &(uint32_t){POISON_F32}, 4);
+    CHECK(upload(&al, &d_o, host_o, o_b + 2 * GUARD_BYTES));
+    CHECK(upload(&al, &d_l, host_l, l_b + 2 * GUARD_BYTES));
+
+    a.q = d_q;
+    a.k_extend = d_ke;
+    a.v_extend = d_ve;
+    a.kv_buffer = d_kv;
+    a.qo_indptr = d_qo;
+    a.kv_indptr = d_kvp;
+    a.kv_indices = d_idx;
+    a.sinks = d_sinks;
+    a.o = (mla_bf16 *)((unsigned char *)d_o + GUARD_BYTES);
+    a.lse = (float *)((unsigned char *)d_l + GUARD_BYTES);
+
+    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier);
+    if (ws_b)
+        CHECK(dmalloc(&al, &d_ws, ws_b));
+
+    mla_error run_err;
+    run_err.msg[0] = 0;
+    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, d_ws, ws_b, NULL, NULL, &run_err);
+    CHECK(hipGetLastError());
+    CHECK(hipDeviceSynchronize());
+    CHECK(hipMemcpy(host_o, d_o, o_b + 2 * GUARD_BYTES, hipMemcpyDeviceToHost));
+    CHECK(hipMemcpy(host_l, d_l, l_b + 2 * GUARD_BYTES, hipMemcpyDeviceToHost));
+
+    if (!guard_intact(host_o) || !guard_intact(host_o + GUARD_BYTES + o_b) || !guard_intact(host_l) ||
+        !guard_intact(host_l + GUARD_BYTES + l_b)) {
+        be_error(err, "%s tier wrote outside its outputs: guard %s touched",
+                 mla_gpu_tier_name((mla_gpu_tier)tier),
+                 !guard_intact(host_o)                   ? "before o"
+                 : !guard_intact(host_o + GUARD_BYTES + o_b) ? "after o"
+                 : !guard_intact(host_l)                 ? "before lse"
+                                                         : "after lse");
+        st = MLA_ERR_RUNTIME;
+        goto done;
+    }
+    if (rs == MLA_ERR_DECLINED) {
+        for (size_t i = 0; i < o_b / 2; ++i) {
+            uint16_t v;
+            memcpy(&v, host_o + GUARD_BYTES + 2 * i, 2);
+            if (v != POISON_BF16) {
+                be_error(err, "%s tier declined (%s) but wrote o element %zu",
+                         mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
+                st = MLA_ERR_RUNTIME;
+                goto done;
+            }
+        }
+        for (size_t i = 0; i < l_b / 4; ++i) {
+            uint32_t v;
+            memcpy(&v, host_l + GUARD_BYTES + 4 * i, 4);
+            if (v != POISON_F32) {
+                be_error(err, "%s tier declined (%s) but wrote lse element %zu",
+                         mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
+                st = MLA_ERR_RUNTIME;
+                goto done;
+            }
+        }
+        be_error(err, "%s", run_err.msg);
+        st = MLA_ERR_DECLINED;
+        goto done;
+    }
+    if (rs != MLA_OK) {
+        be_error(err, "%s", run_err.msg);
+        st = rs;
+        goto done;
+    }
+    memcpy(o_host, host_o + GUARD_BYTES, o_b);
+    if (lse_host)
+        memcpy(lse_host, host_l + GUARD_BYTES, l_b);
+
+done:
+    for (int i = 0; i < al.n; ++i)
+        (void)hipFree(al.ptrs[i]);
+    free(host_o);
+    free(host_l);
+    return st;
+}

@@ -1,0 +1,1323 @@
+// Device code of the three GPU tiers (SPEC sections 2-4), HIP dialect.
+//
+// Tier FAST (two stages):
+//   stage 1, grid (split, row block, seq): one CTA takes up to 96 query rows
+//   (flattened r = draft_row * H + head, so all 12 heads x 8 drafts of a K3
+//   TP8 sequence share one CTA) and one floor-partition piece of the prefix;
+//   every 32-token latent tile it gathers serves all of those rows. QK^T and
+//   PV run on tensor cores (mma.sync m16n8k16 bf16 on NVIDIA, MFMA 32x32x8
+//   bf16 on AMD), fp32 accumulation, online softmax in base 2. Partials are
+//   stored bf16 with an fp32 natural-log lse.
+//   stage 2, grid (head, 64-column chunk, seq): merges the active splits,
+//   adds the L x L causal draft block in fp32 and writes o and lse.
+// Tier PERHEAD: the same machinery with the upstream per-head decomposition:
+//   one program per (query head, split), 16-row tiles of that head's drafts,
+//   split count 4/8/16 by average prefix, split length rounded up to 32, fp32
+//   partials. It re-reads the KV once per head, which is exactly the cost the
+//   fast tier removes.
+// Tier GENERIC: one block per (query row, head) on CUDA cores, every feature.
+
+#include "compat.h"
+#include "mla/plan.h"
+
+#include <stdint.h>
+
+#ifndef MLA_HIP_MINIMAL
+#include <math.h>
+#endif
+
+namespace mla_dev {
+
+typedef uint16_t bf16_t;
+
+// Tile geometry shared by host and device.
+constexpr int TN = 32;         // prefix tokens per tile
+constexpr int D_MAX = 576;     // widest head_dim stage 1 handles (512 nope + 64 rope)
+constexpr int DV_MAX = 512;    // widest v_head_dim
+constexpr int DP = D_MAX + 8;  // smem row pitch (elements): +16 B keeps ldmatrix rows on distinct banks
+constexpr int SSP = TN + 4;    // fp32 score tile pitch
+constexpr int PSP = TN + 8;    // bf16 probability tile pitch (80 B: conflict-free ldmatrix)
+constexpr int STAGES = 2;      // K/V tiles in flight
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+struct Stage1Params {
+    const bf16_t *q;
+    long long q_st, q_sh;
+    const bf16_t *kv;
+    long long kv_ss;
+    const int32_t *qo_indptr;
+    const int32_t *kv_indptr;
+    const int64_t *kv_indices;
+    int H, L, HL, D, Dv;
+    int num_splits;
+    int split_mode; // 0: plan floor partition (fast); 1: per-head ceil rounded up to 32
+    int min_split;  // block_n of mla_plan_active_splits (mode 0)
+    int row_mode;   // 0: contiguous chunks of flattened rows; 1: one head, 16-row chunks of its drafts
+    float scale_log2; // sm_scale * k_scale * log2(e)
+    float v_scale;
+    void *part_o;     // [bs, num_splits, HL, Dv] of PT
+    float *part_lse;  // [bs, num_splits, HL], natural log
+};
+
+struct Stage2Params {
+    const bf16_t *q;
+    long long q_st, q_sh;
+    const bf16_t *k_ext;
+    long long k_st;
+    const bf16_t *v_ext;
+    long long v_st;
+    const int32_t *qo_indptr;
+    const int32_t *kv_indptr;
+    int H, L, HL, D, Dv;
+    int num_splits, split_mode, min_split;
+    int cw; // output columns per block (a multiple of 64 dividing Dv)
+    float sm_scale;
+    const void *part_o;
+    const float *part_lse;
+    bf16_t *o;
+    long long o_st, o_sh;
+    float *lse;
+    long long lse_st;
+};
+
+struct GenericParams {
+    const bf16_t *q;
+    long long q_st, q_sh;
+    const bf16_t *k_ext;
+    long long k_st, k_sh;
+    const bf16_t *v_ext;
+    long long v_st, v_sh;
+    const bf16_t *kv;
+    long long kv_ss, kv_sh;
+    const int32_t *qo_indptr;
+    const int32_t *kv_indptr;
+    const int64_t *kv_indices;
+    const float *sinks;
+    int num_seqs, H, Hkv, D, Dv;
+    int is_causal, sliding_window;
+    float sm_scale, k_scale, v_scale, logit_cap;
+    bf16_t *o;
+    long long o_st, o_sh;
+    float *lse;
+    long long lse_st;
+};
+
+// ---------------------------------------------------------------------------
+// Small portable helpers
+// ---------------------------------------------------------------------------
+
+__device__ __forceinline__ float bf2f(bf16_t b)
+{
+    return __uint_as_float(((uint32_t)b) << 16);
+}
+
+// Round to nearest even; NaN stays a quiet NaN (as mla_f32_to_bf16).
+__device__ __forceinline__ bf16_t f2bf(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
+        return (bf16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16_t)(u >> 16);
+}
+
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi)
+{
+#if defined(MLA_TARGET_NVIDIA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return (uint32_t)f2bf(lo) | ((uint32_t)f2bf(hi) << 16);
+#endif
+}
+
+template <typename PT> struct Partial;
+template <> struct Partial<bf16_t> {
+    __device__ static void store2(void *base, long long idx, float a, float b)
+    {
+        *(uint32_t *)((bf16_t *)base + idx) = pack_bf2(a, b);
+    }
+    __device__ static void load2(const void *base, long long idx, float &a, float &b)
+    {
+        uint32_t u = *(const uint32_t *)((const bf16_t *)base + idx);
+        a = __uint_as_float(u << 16);
+        b = __uint_as_float(u & 0xffff0000u);
+    }
+};
+template <> struct Partial<float> {
+    __device__ static void store2(void *base, long long idx, float a, float b)
+    {
+        *(float2 *)((float *)base + idx) = make_float2(a, b);
+    }
+    __device__ static void load2(const void *base, long long idx, float &a, float &b)
+    {
+        float2 v = *(const float2 *)((const float *)base + idx);
+        a = v.x;
+        b = v.y;
+    }
+};
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v += mla_shfl_xor(v, off, 32);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v = fmaxf(v, mla_shfl_xor(v, off, 32));
+    return v;
+}
+
+// Asynchronous 16-byte global->shared copy; src_bytes 0 fills zeros (tokens
+// past a split's end and padded query rows must be 0, never stale smem: a
+// stale NaN times a zero probability is NaN).
+__device__ __forceinline__ void cp_async16(void *smem_dst, const void *gsrc, int src_bytes)
+{
+#if defined(MLA_TARGET_NVIDIA)
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gsrc),
+                 "r"(src_bytes));
+#else
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (src_bytes)
+        v = *(const uint4 *)gsrc;
+    *(uint4 *)smem_dst = v;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit()
+{
+#if defined(MLA_TARGET_NVIDIA)
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all()
+{
+#if defined(MLA_TARGET_NVIDIA)
+    asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
+}
+
+// Programmatic dependent launch (sm_90): stage 1 lets stage 2 start early;
+// stage 2 stages its inputs and computes the draft scores, then waits for
+// stage 1's partials. Without a PDL launch the wait returns at once, and on
+// other targets both are no-ops.
+__device__ __forceinline__ void pdl_launch_dependents()
+{
+#if defined(MLA_TARGET_NVIDIA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(MLA_TARGET_NVIDIA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Per-target MMA layer. Each target provides the two tile products of one
+// KV tile with its own register layout:
+//   s_tile:  Ss[ROWS][TN] (fp32, times scale) = Qs[ROWS][D] . Ks[TN][D]^T
+//   PvAcc:   acc[ROWS][DV_MAX] += Ps[ROWS][TN] . Ks[TN][0:Dv] with a row
+//            rescale before, and an epilogue that hands each (row, col pair)
+//            of the accumulator to a callback.
+// ---------------------------------------------------------------------------
+
+#if defined(MLA_TARGET_NVIDIA)
+
+__device__ __forceinline__ void ldsm_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3,
+                                        const void *p)
+{
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t &r0, uint32_t &r1, const void *p)
+{
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r0), "=r"(r1)
+                 : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3,
+                                          const void *p)
+{
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(s));
+}
+__device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// S = Q K^T: warps tile the ROWS x TN scores as MT row tiles x SCG token
+// groups (16 x 16 per warp for 96 rows and 12 warps).
+template <int MT, int NW>
+__device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float *Ss, int D,
+                                       int Dn, float scale)
+{
+    constexpr int SCG = NW / MT;
+    constexpr int S_NT = TN / (8 * SCG);
+    static_assert(NW % MT == 0 && TN % (8 * SCG) == 0, "S tiling");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int sr = warp / SCG, sc = warp % SCG;
+    float acc[S_NT][4];
+#pragma unroll
+    for (int j = 0; j < S_NT; ++j)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    const bf16_t *qa = Qs + (sr * 16 + (lane & 15)) * DP + (lane >> 4) * 8;
+    const int mi = lane >> 3, r8 = lane & 7;
+    const int tok_base = sc * S_NT * 8;
+    // The 512-wide nope product and the 64-wide rope product: both are whole
+    // k16 steps, so 576 costs 36 steps with no padding to a power of two.
+    for (int part = 0; part < 2; ++part) {
+        const int k_lo = part == 0 ? 0 : Dn, k_hi = part == 0 ? Dn : D;
+#pragma unroll 4
+        for (int kk = k_lo; kk < k_hi; kk += 16) {
+            uint32_t a0, a1, a2, a3;
+            ldsm_x4(a0, a1, a2, a3, qa + kk);
+            if constexpr (S_NT % 2 == 0) {
+#pragma unroll
+                for (int np = 0; np < S_NT / 2; ++np) {
+                    uint32_t b0, b1, b2, b3;
+                    const bf16_t *kp =
+                        Kb + (tok_base + np * 16 + (mi >> 1) * 8 + r8) * DP + kk + (mi & 1) * 8;
+                    ldsm_x4(b0, b1, b2, b3, kp);
+                    mma16816(acc[2 * np], a0, a1, a2, a3, b0, b1);
+                    mma16816(acc[2 * np + 1], a0, a1, a2, a3, b2, b3);
+                }
+            } else {
+                uint32_t b0, b1;
+                const bf16_t *kp = Kb + (tok_base + r8) * DP + kk + (mi & 1) * 8;
+                ldsm_x2(b0, b1, kp);
+                mma16816(acc[0], a0, a1, a2, a3, b0, b1);
+            }
+        }
+    }
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < S_NT; ++j) {
+        const int tok = tok_base + j * 8 + 2 * t;
+        const int row = sr * 16 + g;
+        *(float2 *)(Ss + row * SSP + tok) = make_float2(acc[j][0] * scale, acc[j][1] * scale);
+        *(float2 *)(Ss + (row + 8) * SSP + tok) = make_float2(acc[j][2] * scale, acc[j][3] * scale);
+    }
+}
+
+// O += P V: warps tile ROWS x DV_MAX as RG row groups x CG column groups
+// (32 x 128 per warp for 96 rows and 12 warps: 128 fp32 accumulators).
+template <int MT, int NW, int RG> struct PvAcc {
+    static constexpr int CG = NW / RG;
+    static constexpr int WM = 16 * MT / RG;
+    static constexpr int PMT = WM / 16;
+    static constexpr int WN = DV_MAX / CG;
+    static constexpr int PNT = WN / 8;
+    static_assert(NW % RG == 0 && (16 * MT) % RG == 0 && WM % 16 == 0 && PNT % 2 == 0, "PV tiling");
+    float acc[PMT][PNT][4];
+
+    __device__ __forceinline__ void zero()
+    {
+#pragma unroll
+        for (int i = 0; i < PMT; ++i)
+#pragma unroll
+            for (int j = 0; j < PNT; ++j)
+                acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    }
+
+    __device__ __forceinline__ void rescale_mma(const float *Al, const bf16_t *Ps, const bf16_t *Vb,
+                                                int Dv)
+    {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int pr = warp / CG, pc = warp % CG;
+        const int g = lane >> 2;
+#pragma unroll
+        for (int i = 0; i < PMT; ++i) {
+            const int row = pr * WM + i * 16 + g;
+            const float a0 = Al[row], a1 = Al[row + 8];
+#pragma unroll
+            for (int j = 0; j < PNT; ++j) {
+                acc[i][j][0] *= a0;
+                acc[i][j][1] *= a0;
+                acc[i][j][2] *= a1;
+                acc[i][j][3] *= a1;
+            }
+        }
+        const int mi = lane >> 3, r8 = lane & 7;
+#pragma unroll
+        for (int kk = 0; kk < TN; kk += 16) {
+            uint32_t a[PMT][4];
+#pragma unroll
+            for (int i = 0; i < PMT; ++i)
+                ldsm_x4(a[i][0], a[i][1], a[i][2], a[i][3],
+                        Ps + (pr * WM + i * 16 + (lane & 15)) * PSP + kk + (lane >> 4) * 8);
+#pragma unroll
+            for (int np = 0; np < PNT / 2; ++np) {
+                const int col0 = pc * WN + np * 16;
+                if (col0 < Dv) {
+                    uint32_t b0, b1, b2, b3;
+                    ldsm_x4_t(b0, b1, b2, b3, Vb + (kk + (mi & 1) * 8 + r8) * DP + col0 + (mi >> 1) * 8);
+#pragma unroll
+                    for (int i = 0; i < PMT; ++i) {
+                        mma16816(acc[i][2 * np], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
+                        mma16816(acc[i][2 * np + 1], a[i][0], a[i][1], a[i][2], a[i][3], b2, b3);
+                    }
+                }
+            }
+        }
+    }
+
+    // f(local_row, col, v0, v1) for the pair (col, col + 1).
+    template <typename F> __device__ __forceinline__ void for_each(int Dv, F f) const
+    {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int pr = warp / CG, pc = warp % CG;
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int i = 0; i < PMT; ++i)
+#pragma unroll
+            for (int j = 0; j < PNT; ++j) {
+                const int col = pc * WN + j * 8 + 2 * t;
+                if (col < Dv) {
+                    const int row = pr * WM + i * 16 + g;
+                    f(row, col, acc[i][j][0], acc[i][j][1]);
+                    f(row + 8, col, acc[i][j][2], acc[i][j][3]);
+                }
+            }
+    }
+};
+
+#else // AMD: wave64, MFMA 32x32x8 bf16 (gfx90a/gfx942)
+
+typedef short mfma_ab_t __attribute__((ext_vector_type(4)));
+typedef float mfma_c_t __attribute__((ext_vector_type(16)));
+
+// Operand layouts of v_mfma_f32_32x32x8bf16_1k (one block):
+//   A[32 x 8]: lane l holds row l%32, k = 4*(l/32) .. +3
+//   B[8 x 32]: lane l holds col l%32, k = 4*(l/32) .. +3
+//   C[32 x 32]: lane l, register v holds col l%32, row 8*(v/4) + 4*(l/32) + v%4
+__device__ __forceinline__ mfma_ab_t lds4(const bf16_t *p)
+{
+    return *(const mfma_ab_t *)p; // 8-byte aligned: pitches and k offsets are multiples of 4
+}
+
+template <int MT, int NW>
+__device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float *Ss, int D,
+                                       int Dn, float scale)
+{
+    static_assert((16 * MT) % 32 == 0, "AMD tiles are 32 rows");
+    constexpr int NWAVE = NW / 2;
+    constexpr int RT = 16 * MT / 32; // 32-row tiles; TN == 32 tokens is one column tile
+    const int lane = threadIdx.x & 63, wave = threadIdx.x >> 6;
+    (void)Dn;
+    for (int rt = wave; rt < RT; rt += NWAVE) {
+        mfma_c_t acc;
+#pragma unroll
+        for (int v = 0; v < 16; ++v)
+            acc[v] = 0.f;
+        const bf16_t *qa = Qs + (rt * 32 + (lane & 31)) * DP + 4 * (lane >> 5);
+        const bf16_t *kb = Kb + (lane & 31) * DP + 4 * (lane >> 5);
+        for (int kk = 0; kk < D; kk += 8)
+            acc = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(lds4(qa + kk), lds4(kb + kk), acc, 0, 0, 0);
+#pragma unroll
+        for (int v = 0; v < 16; ++v) {
+            const int row = rt * 32 + 8 * (v >> 2) + 4 * (lane >> 5) + (v & 3);
+            Ss[row * SSP + (lane & 31)] = acc[v] * scale;
+        }
+    }
+}
+
+template <int MT, int NW, int RG> struct PvAcc {
+    static constexpr int NWAVE = NW / 2;
+    static constexpr int RT = 16 * MT / 32;
+    static constexpr int CT = DV_MAX / 32;
+    static constexpr int PER = RT * CT / NWAVE; // 32x32 output tiles per wave
+    static_assert((16 * MT) % 32 == 0 && (RT * CT) % NWAVE == 0, "AMD PV tiling");
+    mfma_c_t acc[PER];
+
+    __device__ __forceinline__ void zero()
+    {
+#pragma unroll
+        for (int i = 0; i < PER; ++i)
+#pragma unroll
+            for (int v = 0; v < 16; ++v)
+                acc[i][v] = 0.f;
+    }
+    __device__ __forceinline__ static void tile_of(int i, int &rt, int &ct)
+    {
+        const int id = (threadIdx.x >> 6) * PER + i;
+        rt = id / CT;
+        ct = id % CT;
+    }
+    __device__ __forceinline__ void rescale_mma(const float *Al, const bf16_t *Ps, const bf16_t *Vb,
+                                                int Dv)
+    {
+        const int lane = threadIdx.x & 63;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            int rt, ct;
+            tile_of(i, rt, ct);
+#pragma unroll
+            for (int v = 0; v < 16; ++v)
+                acc[i][v] *= Al[rt * 32 + 8 * (v >> 2) + 4 * (lane >> 5) + (v & 3)];
+            if (ct * 32 >= Dv)
+                continue;
+            for (int kk = 0; kk < TN; kk += 8) {
+                const mfma_ab_t a = lds4(Ps + (rt * 32 + (lane & 31)) * PSP + kk + 4 * (lane >> 5));
+                mfma_ab_t b;
+                const bf16_t *vp = Vb + (kk + 4 * (lane >> 5)) * DP + ct * 32 + (lane & 31);
+                b[0] = (short)vp[0];
+                b[1] = (short)vp[DP];
+                b[2] = (short)vp[2 * DP];
+                b[3] = (short)vp[3 * DP];
+                acc[i] = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, acc[i], 0, 0, 0);
+            }
+        }
+    }
+    // One column per lane on AMD: pairs are (col, col) with the second value
+    // ignored by the callers' odd-column check; hand single columns instead.
+    template <typename F> __device__ __forceinline__ void for_each_single(int Dv, F f) const
+    {
+        const int lane = threadIdx.x & 63;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            int rt, ct;
+            tile_of(i, rt, ct);
+            const int col = ct * 32 + (lane & 31);
+            if (col >= Dv)
+                continue;
+#pragma unroll
+            for (int v = 0; v < 16; ++v)
+                f(rt * 32 + 8 * (v >> 2) + 4 * (lane >> 5) + (v & 3), col, acc[i][v]);
+        }
+    }
+};
+
+#endif
+
+// ---------------------------------------------------------------------------
+// Split rules (shape-only counts; per-sequence ranges read kv_indptr on the
+// device). Mode 0 is the plan's floor partition (plan.h), mode 1 the
+// per-head baseline's: ceil(P / n) rounded up to 32, the tail splits empty.
+// ---------------------------------------------------------------------------
+__device__ __forceinline__ int active_splits(int mode, int P, int ns, int min_split)
+{
+    return mode == 0 ? mla_plan_active_splits(P, ns, min_split) : ns;
+}
+__device__ __forceinline__ void split_range(int mode, int P, int ns, int min_split, int s, int &beg,
+                                            int &end)
+{
+    if (mode == 0) {
+        const int act = mla_plan_active_splits(P, ns, min_split);
+        int32_t b0, e0;
+        mla_plan_split_range(P, act, s, &b0, &e0);
+        beg = b0;
+        end = e0;
+    } else {
+        int len = (P + ns - 1) / ns;
+        len = (len + 31) & ~31;
+        long long b0 = (long long)s * len;
+        beg = b0 < P ? (int)b0 : P;
+        end = beg + len < P ? beg + len : P;
+    }
+}
+
+// Flattened row r (= draft_row * H + head) of local row k in row block y.
+__device__ __forceinline__ int row_of(const Stage1Params &p, int rows, int y, int k, bool &valid)
+{
+    if (p.row_mode == 0) {
+        const int r = y * rows + k;
+        valid = r < p.HL;
+        return r;
+    }
+    const int h = y % p.H, c = y / p.H;
+    const int i = c * rows + k;
+    valid = i < p.L;
+    return i * p.H + h;
+}
+
+// ---------------------------------------------------------------------------
+// Stage 1
+// ---------------------------------------------------------------------------
+template <int MT, int NW, int RG, typename PT>
+__global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
+{
+    constexpr int ROWS = 16 * MT;
+    constexpr int NT = NW * 32;
+    constexpr int TPR = NT / ROWS; // softmax threads per row
+    constexpr int TPT = TN / TPR;  // tokens per softmax thread
+    static_assert(NT % ROWS == 0 && TN % TPR == 0 && TPR <= 32, "softmax tiling");
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16_t *Qs = (bf16_t *)smem_raw;
+    bf16_t *Ks = Qs + ROWS * DP;
+    float *Ss = (float *)(Ks + STAGES * TN * DP);
+    bf16_t *Ps = (bf16_t *)(Ss + ROWS * SSP);
+    float *Al = (float *)(Ps + ROWS * PSP);
+    float *Linv = Al + ROWS;
+    float *Lse = Linv + ROWS;
+
+    pdl_launch_dependents();
+    const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x;
+    const int kv0 = p.kv_indptr[b];
+    const int P = p.kv_indptr[b + 1] - kv0;
+    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
+        return; // whole block: stage 2 reads active splits only
+    int beg, end;
+    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
+    const int n = end - beg;
+    const int q0 = p.qo_indptr[b];
+    const int chunks = p.D >> 3; // 16-byte chunks per row
+    const int ntiles = (n + TN - 1) / TN;
+
+    // Gather: TPK threads share one token of the tile, so each thread looks
+    // up one slot per tile (prefetched a tile ahead: the index load's latency
+    // never sits in front of the copies) and issues its row's 16-byte chunks.
+    constexpr int TPK = NT / TN;
+    static_assert(NT % TN == 0, "gather mapping");
+    const int my_tok = tid / TPK, my_c0 = tid % TPK;
+    auto slot_of = [&](int t) -> int64_t {
+        const int gt = beg + t * TN + my_tok;
+        return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+    };
+    auto load_tile = [&](int buf, int64_t slot) {
+        bf16_t *dst = Ks + buf * TN * DP + my_tok * DP;
+        const bool ok = slot >= 0;
+        const bf16_t *src = p.kv + (ok ? slot : 0) * p.kv_ss;
+        for (int c = my_c0; c < chunks; c += TPK)
+            cp_async16(dst + c * 8, src + c * 8, ok ? 16 : 0);
+    };
+
+    int64_t slot_next = -1;
+    if (n > 0) {
+        for (int idx = tid; idx < ROWS * chunks; idx += NT) {
+            const int k = idx / chunks, c = idx - k * chunks;
+            bool ok;
+            const int r = row_of(p, ROWS, y, k, ok);
+            const bf16_t *src = p.q;
+            if (ok)
+                src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
+            cp_async16(Qs + k * DP + c * 8, src, ok ? 16 : 0);
+        }
+        load_tile(0, slot_of(0));
+        cp_async_commit();
+        slot_next = slot_of(1);
+    }
+
+    PvAcc<MT, NW, RG> pv;
+    pv.zero();
+    const int srow = tid / TPR, sub = tid % TPR;
+    float m_run = -INFINITY, l_run = 0.f;
+
+    for (int t = 0; t < ntiles; ++t) {
+        cp_async_wait_all();
+        __syncthreads(); // tile t landed; every warp is done with tile t-1
+        if (t + 1 < ntiles) {
+            load_tile((t + 1) & 1, slot_next);
+            cp_async_commit();
+            slot_next = slot_of(t + 2);
+        }
+        const bf16_t *Kb = Ks + (t & 1) * TN * DP;
+        s_tile<MT, NW>(Qs, Kb, Ss, p.D, p.Dv, p.scale_log2);
+        __syncthreads();
+
+        // Online softmax of row srow over this tile (base 2).
+        {
+            const int valid = n - t * TN < TN ? n - t * TN : TN;
+            float sv[TPT];
+            float tmax = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < TPT; j += 4) {
+                const float4 v4 = *(const float4 *)(Ss + srow * SSP + sub * TPT + j);
+                sv[j] = v4.x;
+                sv[j + 1] = v4.y;
+                sv[j + 2] = v4.z;
+                sv[j + 3] = v4.w;
+            }
+#pragma unroll
+            for (int j = 0; j < TPT; ++j) {
+                if (sub * TPT + j >= valid)
+                    sv[j] = -INFINITY;
+                tmax = fmaxf(tmax, sv[j]);
+            }
+#pragma unroll
+            for (int off = TPR / 2; off > 0; off >>= 1)
+                tmax = fmaxf(tmax, mla_shfl_xor(tmax, off, TPR));
+            const float m_new = fmaxf(m_run, tmax);
+            // A row whose max is still -inf has seen nothing: keep exp2 away
+            // from (-inf) - (-inf).
+            const float m_use = m_new == -INFINITY ? 0.f : m_new;
+            const float alpha = exp2f(m_run - m_use);
+            float sum = 0.f;
+            uint32_t pk[TPT / 2];
+#pragma unroll
+            for (int j = 0; j < TPT; j += 2) {
+                const float p0 = exp2f(sv[j] - m_use), p1 = exp2f(sv[j + 1] - m_use);
+                pk[j / 2] = pack_bf2(p0, p1);
+                sum += p0 + p1;
+            }
+            if constexpr (TPT == 8)
+                *(uint4 *)(Ps + srow * PSP + sub * TPT) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+            else
+#pragma unroll
+                for (int j = 0; j < TPT / 2; ++j)
+                    *(uint32_t *)(Ps + srow * PSP + sub * TPT + 2 * j) = pk[j];
+#pragma unroll
+            for (int off = TPR / 2; off > 0; off >>= 1)
+                sum += mla_shfl_xor(sum, off, TPR);
+            l_run = l_run * alpha + sum;
+            m_run = m_new;
+            if (sub == 0)
+                Al[srow] = alpha;
+        }
+        __syncthreads();
+        pv.rescale_mma(Al, Ps, Kb, p.Dv);
+    }
+
+    if (sub == 0) {
+        const bool any = l_run > 0.f;
+        Linv[srow] = any ? p.v_scale / l_run : 0.f;
+        Lse[srow] = any ? (m_run + __log2f(l_run)) * LN2 : -INFINITY;
+    }
+    __syncthreads();
+
+    const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+#if defined(MLA_TARGET_NVIDIA)
+    pv.for_each(p.Dv, [&](int k, int col, float v0, float v1) {
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        if (ok) {
+            const float sc = Linv[k];
+            Partial<PT>::store2(p.part_o, (part_row0 + r) * p.Dv + col, v0 * sc, v1 * sc);
+        }
+    });
+#else
+    pv.for_each_single(p.Dv, [&](int k, int col, float v) {
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        if (ok) {
+            const float x = v * Linv[k];
+            if (sizeof(PT) == 2)
+                ((bf16_t *)p.part_o)[(part_row0 + r) * p.Dv + col] = f2bf(x);
+            else
+                ((float *)p.part_o)[(part_row0 + r) * p.Dv + col] = x;
+        }
+    });
+#endif
+    if (tid < ROWS) {
+        bool ok;
+        const int r = row_of(p, ROWS, y, tid, ok);
+        if (ok)
+            p.part_lse[part_row0 + r] = Lse[tid];
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stage 2: merge of the prefix splits, causal L x L draft block in fp32,
+// final merge. Grid (H, Dv / 64, bs), 256 threads. Everything a block needs
+// from global memory except the partial outputs is staged in shared memory
+// in one parallel burst first: a chain of dependent global loads per warp
+// costs microseconds, which is the whole budget of a small call.
+// ---------------------------------------------------------------------------
+constexpr int S2_THREADS = 256;
+// Columns per block: Dv / n_chunks, a multiple of 64. Small grids split the
+// columns over more blocks for parallelism; large grids use one block per
+// (sequence, head) so the draft scores are computed once, not per chunk.
+
+__host__ __device__ constexpr int s2_items(int L, int cw)
+{
+    return L * (cw / 8);
+}
+__host__ __device__ constexpr int s2_groups(int L, int cw)
+{
+    return s2_items(L, cw) >= S2_THREADS ? 1 : S2_THREADS / s2_items(L, cw);
+}
+__host__ __device__ constexpr long long s2_bf16_offset(int L, int NS, int cw)
+{
+    return (4LL * (2LL * L * L + (long long)L * NS +
+                   (s2_groups(L, cw) > 1 ? (long long)S2_THREADS * 8 : 0)) +
+            15) &
+           ~15LL;
+}
+// Shared-memory bytes of stage 2 (host and device agree on the layout).
+__host__ __device__ constexpr long long stage2_smem(int L, int NS, int D, int cw)
+{
+    return s2_bf16_offset(L, NS, cw) + 2LL * (2LL * L * D + (long long)L * cw);
+}
+
+template <typename PT> __device__ __forceinline__ void load8(const void *base, long long idx, float *o)
+{
+    if (sizeof(PT) == 2) {
+        const uint4 v = *(const uint4 *)((const bf16_t *)base + idx);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            o[2 * k] = __uint_as_float(w[k] << 16);
+            o[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+    } else {
+        const float *f = (const float *)base + idx;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            o[k] = f[k];
+    }
+}
+
+template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kernel(Stage2Params p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int L = p.L, NS = p.num_splits, D = p.D;
+    const int cw = p.cw, CG = cw / 8;
+    const int SG = s2_groups(L, cw), items = s2_items(L, cw);
+    float *sc = (float *)smem_raw; // [L][L] draft scores
+    float *wd = sc + L * L;        // [L][L] normalized draft weights
+    float *wsp = wd + L * L;       // [L][NS] split lse, then normalized split weights
+    float *red = wsp + L * NS;     // [SG][items][8] partial sums when SG > 1
+    // 16-byte aligned start of the bf16 part (uint4 reads of vs).
+    bf16_t *qs = (bf16_t *)(smem_raw + s2_bf16_offset(L, NS, cw)); // [L][D]
+    bf16_t *ks = qs + L * D;       // [L][D]
+    bf16_t *vs = ks + L * D;       // [L][cw]
+
+    const int h = blockIdx.x, chunk = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int q0 = p.qo_indptr[b];
+    const int P = p.kv_indptr[b + 1] - p.kv_indptr[b];
+    const int act = active_splits(p.split_mode, P, NS, p.min_split);
+    const long long part_row0 = (long long)b * NS * p.HL;
+
+    // Phase 0: stage q rows of this head, k_extend rows, this block's v_extend
+    // columns and the split lse values.
+    // q rows are 16-byte aligned (a fast/per-head condition), k_extend and
+    // v_extend rows too (idem); 8-element chunks, no division in the loop.
+    {
+        const int cpr = D / 8; // chunks per row
+        for (int i = warp; i < L; i += S2_THREADS / 32) {
+            const uint4 *qg = (const uint4 *)(p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh);
+            const uint4 *kg = (const uint4 *)(p.k_ext + (long long)(q0 + i) * p.k_st);
+            for (int c = lane; c < cpr; c += 32) {
+                ((uint4 *)(qs + i * D))[c] = qg[c];
+                ((uint4 *)(ks + i * D))[c] = kg[c];
+            }
+        }
+        for (int idx = tid; idx < L * CG; idx += S2_THREADS) {
+            const int j = idx / CG, c = idx - j * CG;
+            ((uint4 *)vs)[idx] =
+                *(const uint4 *)(p.v_ext + (long long)(q0 + j) * p.v_st + chunk * cw + 8 * c);
+        }
+    }
+    __syncthreads();
+
+    // Phase 1: causal draft scores in fp32.
+    for (int pair = warp; pair < L * L; pair += S2_THREADS / 32) {
+        const int i = pair / L, j = pair - i * L;
+        if (j > i) { // causal: later drafts are invisible
+            if (lane == 0)
+                sc[pair] = -INFINITY;
+            continue;
+        }
+        const uint32_t *qr = (const uint32_t *)(qs + i * D), *kr = (const uint32_t *)(ks + j * D);
+        float acc = 0.f;
+        for (int d = lane; d < D / 2; d += 32) {
+            const uint32_t qa = qr[d], ka = kr[d];
+            acc += __uint_as_float(qa << 16) * __uint_as_float(ka << 16);
+            acc += __uint_as_float(qa & 0xffff0000u) * __uint_as_float(ka & 0xffff0000u);
+        }
+        acc = warp_sum(acc);
+        if (lane == 0)
+            sc[pair] = acc * p.sm_scale;
+    }
+    __syncthreads();
+
+    // Everything above read inputs only; the partials come from stage 1.
+    pdl_wait();
+    for (int idx = tid; idx < L * act; idx += S2_THREADS) {
+        const int i = idx / act, s = idx - i * act;
+        wsp[i * NS + s] = p.part_lse[part_row0 + (long long)s * p.HL + i * p.H + h];
+    }
+    __syncthreads();
+
+    // Phase 2: one warp per row: max, denominator, normalized weights.
+    for (int i = warp; i < L; i += S2_THREADS / 32) {
+        float M = -INFINITY;
+        for (int s = lane; s < act; s += 32)
+            M = fmaxf(M, wsp[i * NS + s]);
+        for (int j = lane; j < L; j += 32)
+            M = fmaxf(M, sc[i * L + j]);
+        M = warp_max(M);
+        float sum = 0.f;
+        if (M != -INFINITY) {
+            for (int s = lane; s < act; s += 32)
+                sum += __expf(wsp[i * NS + s] - M);
+            for (int j = lane; j < L; j += 32)
+                sum += __expf(sc[i * L + j] - M);
+        }
+        sum = warp_sum(sum);
+        // No visible key at all: o = 0, lse = -inf, and no 0/0 anywhere.
+        const bool any = sum > 0.f;
+        const float inv = any ? 1.f / sum : 0.f;
+        for (int s = lane; s < act; s += 32)
+            wsp[i * NS + s] = any ? __expf(wsp[i * NS + s] - M) * inv : 0.f;
+        for (int j = lane; j < L; j += 32)
+            wd[i * L + j] = any ? __expf(sc[i * L + j] - M) * inv : 0.f;
+        if (chunk == 0 && lane == 0 && p.lse)
+            p.lse[(long long)(q0 + i) * p.lse_st + h] = any ? M + __logf(sum) : -INFINITY;
+    }
+    __syncthreads();
+
+    // Phase 3: weighted sum of the partials, 8 columns (16 bytes) per thread,
+    // the splits shared among SG thread groups, then the draft values.
+    auto finish = [&](int item, float *acc) {
+        const int i = item / CG, cg = item - i * CG;
+        for (int j = 0; j <= i; ++j) {
+            const float w = wd[i * L + j];
+            const uint4 v = *(const uint4 *)(vs + j * cw + cg * 8);
+            const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                acc[2 * k] += w * __uint_as_float(vw[k] << 16);
+                acc[2 * k + 1] += w * __uint_as_float(vw[k] & 0xffff0000u);
+            }
+        }
+        *(uint4 *)(p.o + (long long)(q0 + i) * p.o_st + (long long)h * p.o_sh + chunk * cw + cg * 8) =
+            make_uint4(pack_bf2(acc[0], acc[1]), pack_bf2(acc[2], acc[3]), pack_bf2(acc[4], acc[5]),
+                       pack_bf2(acc[6], acc[7]));
+    };
+    auto gather = [&](int item, int s0, int step, float *acc) {
+        const int i = item / CG, cg = item - i * CG;
+        const long long base = (part_row0 + i * p.H + h) * p.Dv + chunk * cw + cg * 8;
+#pragma unroll 4
+        for (int s = s0; s < act; s += step) {
+            float o[8];
+            load8<PT>(p.part_o, base + (long long)s * p.HL * p.Dv, o);
+            const float w = wsp[i * NS + s];
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                acc[k] += w * o[k];
+        }
+    };
+    if (SG == 1) {
+        for (int item = tid; item < items; item += S2_THREADS) {
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            gather(item, 0, 1, acc);
+            finish(item, acc);
+        }
+    } else {
+        const int sg = tid / items, item = tid - sg * items;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (sg < SG) {
+            gather(item, sg, SG, acc);
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                red[tid * 8 + k] = acc[k];
+        }
+        __syncthreads();
+        if (sg == 0) {
+            for (int g = 1; g < SG; ++g)
+#pragma unroll
+                for (int k = 0; k < 8; ++k)
+                    acc[k] += red[(g * items + item) * 8 + k];
+            finish(item, acc);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Generic tier: grid (q token, head), 128 threads. Each warp streams every
+// fourth visible key with an online softmax in natural log; the four warp
+// states merge at the end with the sink term.
+// ---------------------------------------------------------------------------
+__global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *qf = (float *)smem_raw;   // [D]
+    float *acc = qf + p.D;           // [4][Dv]
+    float *wm = acc + 4 * p.Dv;      // [4]
+    float *wl = wm + 4;              // [4]
+
+    const int tok = blockIdx.x, h = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // Sequence of this row: last b with qo_indptr[b] <= tok (skips empty ones).
+    int lo = 0, hi = p.num_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (p.qo_indptr[mid] <= tok)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const int b = lo;
+    const int q0 = p.qo_indptr[b];
+    const int i = tok - q0;
+    const int Lb = p.qo_indptr[b + 1] - q0;
+    const int kv0 = p.kv_indptr[b];
+    const int P = p.kv_indptr[b + 1] - kv0;
+    const int kvh = h / (p.H / p.Hkv);
+
+    const bf16_t *qr = p.q + (long long)tok * p.q_st + (long long)h * p.q_sh;
+    for (int d = threadIdx.x; d < p.D; d += 128)
+        qf[d] = bf2f(qr[d]);
+    float *my = acc + warp * p.Dv;
+    for (int c = lane; c < p.Dv; c += 32)
+        my[c] = 0.f;
+    __syncthreads();
+
+    const long long qpos = (long long)P + i;
+    float m = -INFINITY, l = 0.f;
+    for (int key = warp; key < P + Lb; key += 4) {
+        const bf16_t *kr, *vr;
+        float ks, vs;
+        long long pos;
+        if (key < P) {
+            pos = key;
+            kr = p.kv + p.kv_indices[kv0 + key] * p.kv_ss + (long long)kvh * p.kv_sh;
+            vr = kr;
+            ks = p.k_scale;
+            vs = p.v_scale;
+        } else {
+            const int j = key - P;
+            if (p.is_causal && j > i)
+                continue;
+            pos = (long long)P + j;
+            kr = p.k_ext + (long long)(q0 + j) * p.k_st + (long long)kvh * p.k_sh;
+            vr = p.v_ext + (long long)(q0 + j) * p.v_st + (long long)kvh * p.v_sh;
+            ks = vs = 1.f;
+        }
+        if (p.sliding_window > 0 && qpos - pos > p.sliding_window)
+            continue;
+        float dot = 0.f;
+        for (int d = lane; d < p.D; d += 32)
+            dot += qf[d] * bf2f(kr[d]);
+        dot = warp_sum(dot);
+        float sc = dot * p.sm_scale * ks;
+        if (p.logit_cap > 0.f)
+            sc = p.logit_cap * tanhf(sc / p.logit_cap);
+        const float m_new = fmaxf(m, sc);
+        const float alpha = m == -INFINITY ? 0.f : __expf(m - m_new);
+        const float pw = __expf(sc - m_new);
+        l = l * alpha + pw;
+        const float pv = pw * vs;
+        for (int c = lane; c < p.Dv; c += 32)
+            my[c] = my[c] * alpha + pv * bf2f(vr[c]);
+        m = m_new;
+    }
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+    __syncthreads();
+
+    float M = fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3]));
+    const bool any = M != -INFINITY;
+    float sink = -INFINITY;
+    if (p.sinks)
+        sink = p.sinks[h];
+    if (any)
+        M = fmaxf(M, sink);
+    float wgt[4];
+    float den = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+        wgt[w] = wm[w] == -INFINITY ? 0.f : __expf(wm[w] - M);
+        den += wl[w] * wgt[w];
+    }
+    if (any && p.sinks)
+        den += __expf(sink - M);
+    const float inv = any ? 1.f / den : 0.f;
+    bf16_t *orow = p.o + (long long)tok * p.o_st + (long long)h * p.o_sh;
+    for (int c = threadIdx.x; c < p.Dv; c += 128) {
+        float v = 0.f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+            v += acc[w * p.Dv + c] * wgt[w];
+        orow[c] = f2bf(v * inv);
+    }
+    if (threadIdx.x == 0 && p.lse)
+        p.lse[(long long)tok * p.lse_st + h] = any ? M + __logf(den) : -INFINITY;
+}
+
+} // namespace mla_dev
+
+// ---------------------------------------------------------------------------
+// Host launchers (not part of the AMD device-only compile check, which has no
+// runtime to launch with).
+// ---------------------------------------------------------------------------
+#if !defined(MLA_HIP_MINIMAL)
+#include "mla_launch.h"
+
+namespace mla_dev {
+
+template <int MT, int NW> constexpr int stage1_smem()
+{
+    return (16 * MT) * DP * 2 + STAGES * TN * DP * 2 + (16 * MT) * SSP * 4 + (16 * MT) * PSP * 2 +
+           3 * (16 * MT) * 4;
+}
+
+template <int MT, int NW, int RG, typename PT>
+static hipError_t launch_stage1(const Stage1Params &p, dim3 grid, hipStream_t st)
+{
+    const int smem = stage1_smem<MT, NW>();
+    // Setting a function attribute is no stream operation: legal under
+    // graph capture, and cheap enough to repeat.
+    hipError_t e = hipFuncSetAttribute((const void *)stage1_kernel<MT, NW, RG, PT>,
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != hipSuccess)
+        return e;
+    stage1_kernel<MT, NW, RG, PT><<<grid, NW * 32, smem, st>>>(p);
+    return hipGetLastError();
+}
+
+template <typename PT>
+static hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl)
+{
+    const int smem = (int)stage2_smem(p.L, p.num_splits, p.D, p.cw);
+    hipError_t e = hipFuncSetAttribute((const void *)stage2_kernel<PT>,
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != hipSuccess)
+        return e;
+#if defined(MLA_TARGET_NVIDIA)
+    // Same L1/shared split as stage 1 (which needs the maximum): an SM then
+    // need not drain and reconfigure between the two kernels.
+    e = cudaFuncSetAttribute((const void *)stage2_kernel<PT>,
+                             cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (e != hipSuccess)
+        return e;
+#endif
+    dim3 grid(p.H, p.Dv / p.cw, bs);
+#if defined(MLA_TARGET_NVIDIA)
+    if (pdl) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(S2_THREADS, 1, 1);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = st;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        e = cudaLaunchKernelEx(&cfg, stage2_kernel<PT>, p);
+        if (e != hipSuccess)
+            return e;
+        return hipGetLastError();
+    }
+#else
+    (void)pdl;
+#endif
+    stage2_kernel<PT><<<grid, S2_THREADS, smem, st>>>(p);
+    return hipGetLastError();
+}
+
+} // namespace mla_dev
+
+using namespace mla_dev;
+
+static void fill_common(const mla_launch_args &a, Stage1Params &p1, Stage2Params &p2)
+{
+    const mla_gpu_args &g = *a.g;
+    const int H = g.shape.num_heads, L = g.shape.q_len;
+    p1.q = g.q;
+    p1.q_st = g.q_stride_tok;
+    p1.q_sh = g.q_stride_head;
+    p1.kv = g.kv_buffer;
+    p1.kv_ss = g.kv_stride_slot;
+    p1.qo_indptr = g.qo_indptr;
+    p1.kv_indptr = g.kv_indptr;
+    p1.kv_indices = g.kv_indices;
+    p1.H = H;
+    p1.L = L;
+    p1.HL = H * L;
+    p1.D = g.shape.head_dim;
+    p1.Dv = g.shape.v_head_dim;
+    p1.num_splits = a.num_splits;
+    p1.scale_log2 = g.sm_scale * g.k_scale * LOG2E;
+    p1.v_scale = g.v_scale;
+    p1.part_o = a.part_o;
+    p1.part_lse = a.part_lse;
+
+    p2.q = g.q;
+    p2.q_st = g.q_stride_tok;
+    p2.q_sh = g.q_stride_head;
+    p2.k_ext = g.k_extend;
+    p2.k_st = g.k_stride_tok;
+    p2.v_ext = g.v_extend;
+    p2.v_st = g.v_stride_tok;
+    p2.qo_indptr = g.qo_indptr;
+    p2.kv_indptr = g.kv_indptr;
+    p2.H = H;
+    p2.L = L;
+    p2.HL = H * L;
+    p2.D = p1.D;
+    p2.Dv = p1.Dv;
+    p2.num_splits = a.num_splits;
+    {
+        // Enough blocks for about two per SM (MLA_GPU_FAST_TARGET_CTAS SMs),
+        // rounded to a divisor of Dv / 64.
+        const int units = p2.Dv / 64;
+        const long long per = (long long)g.shape.num_seqs * H;
+        int nch = (int)((2LL * MLA_GPU_FAST_TARGET_CTAS + per - 1) / per);
+        if (nch > units)
+            nch = units;
+        if (nch < 1)
+            nch = 1;
+        while (units % nch)
+            ++nch;
+        p2.cw = p2.Dv / nch;
+    }
+    p2.sm_scale = g.sm_scale;
+    p2.part_o = a.part_o;
+    p2.part_lse = a.part_lse;
+    p2.o = g.o;
+    p2.o_st = g.o_stride_tok;
+    p2.o_sh = g.o_stride_head;
+    p2.lse = g.lse;
+    p2.lse_st = g.lse_stride_tok;
+}
+
+int mla_fast_rows(int HL)
+{
+    const int r = HL < 96 ? HL : 96;
+#if defined(MLA_TARGET_NVIDIA)
+    return r <= 16 ? 16 : r <= 32 ? 32 : r <= 64 ? 64 : 96;
+#else
+    return r <= 32 ? 32 : r <= 64 ? 64 : 96; // MFMA tiles are 32 rows
+#endif
+}
+
+hipError_t mla_launch_fast(const mla_launch_args &a)
+{
+    Stage1Params p1;
+    Stage2Params p2;
+    fill_common(a, p1, p2);
+    p1.split_mode = p2.split_mode = 0;
+    p1.min_split = p2.min_split = MLA_GPU_FAST_MIN_SPLIT;
+    p1.row_mode = 0;
+    const int bs = a.g->shape.num_seqs;
+    hipStream_t st = (hipStream_t)a.stream;
+    const int rows = mla_fast_rows(p1.HL);
+    dim3 grid(a.num_splits, (p1.HL + rows - 1) / rows, bs);
+    hipError_t e;
+#if defined(MLA_TARGET_NVIDIA)
+    if (rows == 16)
+        e = launch_stage1<1, 4, 1, bf16_t>(p1, grid, st);
+    else
+#endif
+    if (rows <= 32)
+        e = launch_stage1<2, 4, 1, bf16_t>(p1, grid, st);
+    else if (rows == 64)
+        e = launch_stage1<4, 8, 2, bf16_t>(p1, grid, st);
+    else
+        e = launch_stage1<6, 12, 3, bf16_t>(p1, grid, st);
+    if (e != hipSuccess)
+        return e;
+    // The fast tier overlaps stage 2's prologue with stage 1 (PDL); the
+    // per-head baseline keeps upstream's two plain launches.
+    return launch_stage2<bf16_t>(p2, bs, st, true);
+}
+
+hipError_t mla_launch_perhead(const mla_launch_args &a)
+{
+    Stage1Params p1;
+    Stage2Params p2;
+    fill_common(a, p1, p2);
+    p1.split_mode = p2.split_mode = 1;
+    p1.min_split = p2.min_split = 1;
+    p1.row_mode = 1;
+    const int bs = a.g->shape.num_seqs;
+    hipStream_t st = (hipStream_t)a.stream;
+#if defined(MLA_TARGET_NVIDIA)
+    constexpr int ROWS = 16;
+#else
+    constexpr int ROWS = 32;
+#endif
+    dim3 grid(a.num_splits, p1.H * ((p1.L + ROWS - 1) / ROWS), bs);
+    hipError_t e;
+#if defined(MLA_TARGET_NVIDIA)
+    e = launch_stage1<1, 4, 1, float>(p1, grid, st);
+#else
+    e = launch_stage1<2, 4, 1, float>(p1, grid, st);
+#endif
+    if (e != hipSuccess)
+        return e;
+    return launch_stage2<float>(p2, bs, st, false);
+}
+
+hipError_t mla_launch_generic(const mla_gpu_args &g, void *stream)
+{
+    GenericParams p;
+    p.q = g.q;
+    p.q_st = g.q_stride_tok;
+    p.q_sh = g.q_stride_head;
+    p.k_ext = g.k_extend;
+    p.k_st = g.k_stride_tok;
+    p.k_sh = g.k_stride_head;
+    p.v_ext = g.v_extend;
+    p.v_st = g.v_stride_tok;
+    p.v_sh = g.v_stride_head;
+    p.kv = g.kv_buffer;
+    p.kv_ss = g.kv_stride_slot;
+    p.kv_sh = g.kv_stride_head;
+    p.qo_indptr = g.qo_indptr;
+    p.kv_indptr = g.kv_indptr;
+    p.kv_indices = g.kv_indices;
+    p.sinks = g.sinks;
+    p.num_seqs = g.shape.num_seqs;
+    p.H = g.shape.num_heads;
+    p.Hkv = g.shape.num_kv_heads;
+    p.D = g.shape.head_dim;
+    p.Dv = g.shape.v_head_dim;
+    p.is_causal = g.shape.is_causal;
+    p.sliding_window = g.shape.sliding_window;
+    p.sm_scale = g.sm_scale;
+    p.k_scale = g.k_scale;
+    p.v_scale = g.v_scale;
+    p.logit_cap = g.shape.logit_cap;
+    p.o = g.o;
+    p.o_st = g.o_stride_tok;
+    p.o_sh = g.o_stride_head;
+    p.lse = g.lse;
+    p.lse_st = g.lse_stride_tok;
+    const int smem = (p.D + 4 * p.Dv + 8) * 4;
+    hipError_t e = hipFuncSetAttribute((const void *)generic_kernel,
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != hipSuccess)
+        return e;
+    dim3 grid((unsigned)g.shape.num_q_tokens, p.H, 1);
+    generic_kernel<<<grid, 128, smem, (hipStream_t)stream>>>(p);
+    return hipGetLastError();
+}
+
+long long mla_stage2_smem_bytes(int L, int NS, int D)
+{
+    return stage2_smem(L, NS, D, 512); // the widest block (one chunk of Dv <= 512)
+}
+int mla_generic_smem_bytes(int D, int Dv)
+{
+    return (D + 4 * Dv + 8) * 4;
+}
+int mla_stage1_smem_bytes(int rows)
+{
+    return rows == 16 ? stage1_smem<1, 4>() : rows == 32 ? stage1_smem<2, 4>() : rows == 64 ? stage1_smem<4, 8>() : stage1_smem<6, 12>();
+}
+
+#else
+// Device-only compile check: instantiate what the launchers would.
+namespace mla_dev {
+template __global__ void stage1_kernel<2, 4, 1, bf16_t>(Stage1Params);
+template __global__ void stage1_kernel<4, 8, 2, bf16_t>(Stage1Params);
+template __global__ void stage1_kernel<6, 12, 3, bf16_t>(Stage1Params);
+template __global__ void stage1_kernel<2, 4, 1, float>(Stage1Params);
+template __global__ void stage2_kernel<bf16_t>(Stage2Params);
+template __global__ void stage2_kernel<float>(Stage2Params);
+} // namespace mla_dev
+#endif
