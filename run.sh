@@ -9,13 +9,18 @@ cd "$(dirname "$0")"
 
 usage() {
     cat <<'USAGE'
-usage: bash run.sh main|test|asan|deps
+usage: bash run.sh main|test|asan|gpu|deps
 
   main   install what is missing, build (preset 'default'), validate every shipped
          fixture in fixtures/data with every available backend and write the report
          to build/default/report/ (report.md, report.json, report.html)
   test   install what is missing, build and run the CPU test suite (ctest preset 'default')
   asan   the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
+  gpu    the whole GPU suite on a machine with an NVIDIA GPU and the CUDA toolkit
+         (no installs: nvcc, cmake, OpenBLAS and HDF5 must be there): build with the
+         'cuda' preset (sm_90a) and run ctest label 'gpu' (every tier on every catalogue
+         case up to 128k prefixes and bs 64, the validator's GPU backends on fixtures/data,
+         compute-sanitizer memcheck and racecheck, the capture replay through libmla_gpu)
   deps   only install what is missing
 USAGE
 }
@@ -45,6 +50,7 @@ case "${1:-}" in
     main) install_deps; cmake --workflow --preset main ;;
     test) install_deps; cmake --workflow --preset test ;;
     asan) install_deps; cmake --workflow --preset asan ;;
+    gpu) cmake --workflow --preset gpu ;;
     deps) install_deps ;;
     -h|--help|help) usage ;;
     *) usage >&2; exit 2 ;;

@@ -68,6 +68,20 @@ if(TARGET mla_fixture AND TARGET mla_reference)
   add_test(NAME hip.gpu.tiers.large COMMAND test_gpu)
   set_tests_properties(hip.gpu.tiers hip.gpu.tiers.large PROPERTIES
     LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77)
+  # compute-sanitizer over the shipped shapes: out-of-bounds accesses and
+  # shared-memory races of every tier.
+  find_program(MLA_COMPUTE_SANITIZER compute-sanitizer HINTS ${CUDAToolkit_BIN_DIR}
+               ${CUDAToolkit_BIN_DIR}/../compute-sanitizer)
+  if(MLA_COMPUTE_SANITIZER)
+    add_test(NAME hip.gpu.memcheck
+      COMMAND ${MLA_COMPUTE_SANITIZER} --tool memcheck --error-exitcode 1 $<TARGET_FILE:test_gpu>
+              k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1)
+    add_test(NAME hip.gpu.racecheck
+      COMMAND ${MLA_COMPUTE_SANITIZER} --tool racecheck --error-exitcode 1 $<TARGET_FILE:test_gpu>
+              k3-edges dsv3-edges k3-splits ragged)
+    set_tests_properties(hip.gpu.memcheck hip.gpu.racecheck PROPERTIES
+      LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77 TIMEOUT 1200)
+  endif()
 endif()
 
 # Validation of the shipped fixtures through the validator's GPU backends,
