@@ -56,7 +56,9 @@ set_target_properties(mla-bench PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 
                       CUDA_RUNTIME_LIBRARY Static)
 target_compile_options(mla-bench PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${_mla_gencode}>)
 target_include_directories(mla-bench PRIVATE ${CMAKE_CURRENT_LIST_DIR})
-target_compile_definitions(mla-bench PRIVATE MLA_GIT_COMMIT="${MLA_GIT_COMMIT}")
+target_include_directories(mla-bench PRIVATE ${CMAKE_BINARY_DIR}/generated)
+target_compile_options(mla-bench PRIVATE "SHELL:-include mla_version.h")
+add_dependencies(mla-bench mla_version)
 target_link_libraries(mla-bench PRIVATE mla_gpu ${CMAKE_DL_LIBS})
 
 # Self-contained GPU test: every catalogue case, every tier, against the

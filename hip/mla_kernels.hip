@@ -7,7 +7,9 @@
 //   every 32-token latent tile it gathers serves all of those rows. QK^T and
 //   PV run on tensor cores (mma.sync m16n8k16 bf16 on NVIDIA, MFMA 32x32x8
 //   bf16 on AMD), fp32 accumulation, online softmax in base 2. Partials are
-//   stored bf16 with an fp32 natural-log lse.
+//   stored bf16 with an fp32 natural-log lse. A variant of the 64/96-row
+//   kernels computes QK^T with Hopper wgmma from 128-byte swizzled tiles
+//   (template flag WG, opt-in through MLA_GPU_FAST_S=wg; see FastConfig).
 //   stage 2, grid (head, 64-column chunk, seq): merges the active splits,
 //   adds the L x L causal draft block in fp32 and writes o and lse.
 // Tier PERHEAD: the same machinery with the upstream per-head decomposition:
@@ -218,6 +220,34 @@ __device__ __forceinline__ void pdl_wait()
 #endif
 }
 
+// Element offset of (row, col) in a shared-memory tile of R rows. Padded rows
+// (SW false: the mma.sync path; the 16-byte pad keeps ldmatrix rows on
+// distinct banks) or the 128-byte swizzled K-major layout of wgmma (SW true):
+// the columns are cut into 64-element (128-byte) atoms; atom column a of all
+// R rows is one block of R x 128 bytes, row r at r * 128 bytes in it, and its
+// 16-byte chunk j stored at chunk j ^ (r % 8). Eight consecutive chunks of one
+// row, or one chunk of eight consecutive rows, then fall on eight distinct
+// bank groups: cp.async stores of whole rows and ldmatrix reads of 8-row
+// blocks are conflict-free, and wgmma reads it through a descriptor in its
+// 128-byte swizzle mode (8-row groups 1024 bytes apart).
+template <bool SW> __device__ __forceinline__ int toff(int r, int c, int R)
+{
+    if constexpr (SW)
+        return (c >> 6) * R * 64 + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+    else
+        return r * DP + c;
+}
+
+// Shared memory written through the generic proxy (cp.async, plain stores)
+// and read next by wgmma (async proxy) needs this fence in each writer
+// before the barrier that publishes it.
+__device__ __forceinline__ void fence_proxy_async()
+{
+#if defined(MLA_TARGET_NVIDIA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 // ---------------------------------------------------------------------------
 // Per-target MMA layer. Each target provides the two tile products of one
 // KV tile with its own register layout:
@@ -259,6 +289,106 @@ __device__ __forceinline__ void mma16816(float *c, uint32_t a0, uint32_t a1, uin
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Hopper warpgroup MMA (sm_90a). Operands in shared memory through 64-bit
+// descriptors: start address (16-byte units, bits 0-13), leading-dimension
+// offset (bits 16-29; unused by K-major swizzled operands, 1 by convention),
+// stride-dimension offset (bits 32-45: 1024 bytes between 8-row groups),
+// bits 62-63 = 1: 128-byte swizzle. The swizzle is a function of the address
+// bits, so the atoms sit on 1024-byte boundaries and a k16 step inside an
+// atom just moves the start address by 32 bytes.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MLA_HAVE_WGMMA 1
+#endif
+__device__ __forceinline__ uint64_t wg_desc_sw128(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3ffffu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+// D[64 x 32] += A[64 x 16] B[16 x 32], A and B K-major bf16, D fp32 in the
+// mma.sync C layout repeated over the four 8-column blocks (warp w of the
+// warpgroup holds rows 16w .. 16w + 15).
+template <int SCALE_D>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t da, uint64_t db)
+{
+#if defined(MLA_HAVE_WGMMA)
+    // scale-d 0 on the first step of a product: D = A B, no zeroing of the
+    // accumulators by ordinary instructions (which would serialize the
+    // wgmma pipeline, ptxas C7515).
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "n"(SCALE_D));
+#else
+    (void)d;
+    (void)da;
+    (void)db;
+    __trap(); // the launcher selects this path only for sm_90a builds
+#endif
+}
+__device__ __forceinline__ void wg_fence()
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit_wait()
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+// S = Q K^T on the wgmma path: warpgroup g computes 64 query rows x the 32
+// tokens of the tile (m64n32k16, 16 fp32 accumulators per thread, D / 16
+// instructions issued back to back). Q and K stream from shared memory once
+// per warpgroup, instead of once per warp as ldmatrix fragments. 64 rows:
+// one warpgroup. 96 rows: warpgroup 0 takes rows 0-63, warpgroup 1 rows
+// 32-95 and keeps 64-95 (a 64-row block cannot start elsewhere without
+// padding Q to 128 rows, which shared memory has no room for); the others
+// idle for this phase.
+template <int MT, int NW>
+__device__ __forceinline__ void s_tile_wg(const bf16_t *Qs, const bf16_t *Kb, float *Ss, int D,
+                                          float scale)
+{
+    constexpr int ROWS = 16 * MT;
+    static_assert(ROWS == 64 || ROWS == 96, "wgmma S tiling");
+    constexpr int SWG = ROWS > 64 ? 2 : 1;
+    const int wg = threadIdx.x >> 7;
+    if (wg >= SWG)
+        return;
+    const int row0 = wg == 0 ? 0 : ROWS - 64;
+    float acc[16];
+    const uint32_t qa = (uint32_t)__cvta_generic_to_shared(Qs + toff<true>(row0, 0, ROWS));
+    const uint32_t kb = (uint32_t)__cvta_generic_to_shared(Kb);
+    wg_fence();
+    // k16 step k: atom column k / 4 (ROWS x 128 or TN x 128 bytes each),
+    // 32 bytes per step inside the atom.
+    wgmma_m64n32k16<0>(acc, wg_desc_sw128(qa), wg_desc_sw128(kb));
+    const int nk = D >> 4;
+#pragma unroll 1
+    for (int k = 1; k < nk; ++k) {
+        const uint32_t in = (uint32_t)(k & 3) * 32u, at = (uint32_t)(k >> 2);
+        wgmma_m64n32k16<1>(acc, wg_desc_sw128(qa + at * (ROWS * 128) + in),
+                           wg_desc_sw128(kb + at * (TN * 128) + in));
+    }
+    wg_commit_wait();
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+    const int row = row0 + 16 * w + (lane >> 2), t = lane & 3;
+    if (row0 + 16 * w < wg * 64)
+        return; // rows warpgroup 0 owns
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int tok = 8 * j + 2 * t;
+        *(float2 *)(Ss + row * SSP + tok) = make_float2(acc[4 * j] * scale, acc[4 * j + 1] * scale);
+        *(float2 *)(Ss + (row + 8) * SSP + tok) =
+            make_float2(acc[4 * j + 2] * scale, acc[4 * j + 3] * scale);
+    }
 }
 
 // S = Q K^T: warps tile the ROWS x TN scores as MT row tiles x SCG token
@@ -317,7 +447,7 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
 
 // O += P V: warps tile ROWS x DV_MAX as RG row groups x CG column groups
 // (32 x 128 per warp for 96 rows and 12 warps: 128 fp32 accumulators).
-template <int MT, int NW, int RG> struct PvAcc {
+template <int MT, int NW, int RG, bool CM> struct PvAcc {
     static constexpr int CG = NW / RG;
     static constexpr int WM = 16 * MT / RG;
     static constexpr int PMT = WM / 16;
@@ -366,7 +496,7 @@ template <int MT, int NW, int RG> struct PvAcc {
                 const int col0 = pc * WN + np * 16;
                 if (col0 < Dv) {
                     uint32_t b0, b1, b2, b3;
-                    ldsm_x4_t(b0, b1, b2, b3, Vb + (kk + (mi & 1) * 8 + r8) * DP + col0 + (mi >> 1) * 8);
+                    ldsm_x4_t(b0, b1, b2, b3, Vb + toff<CM>(kk + (mi & 1) * 8 + r8, col0 + (mi >> 1) * 8, TN));
 #pragma unroll
                     for (int i = 0; i < PMT; ++i) {
                         mma16816(acc[i][2 * np], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
@@ -437,7 +567,8 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
     }
 }
 
-template <int MT, int NW, int RG> struct PvAcc {
+template <int MT, int NW, int RG, bool CM> struct PvAcc {
+    static_assert(!CM, "the swizzled layout is the wgmma path's");
     static constexpr int NWAVE = NW / 2;
     static constexpr int RT = 16 * MT / 32;
     static constexpr int CT = DV_MAX / 32;
@@ -549,7 +680,9 @@ __device__ __forceinline__ int row_of(const Stage1Params &p, int rows, int y, in
 // ---------------------------------------------------------------------------
 // Stage 1
 // ---------------------------------------------------------------------------
-template <int MT, int NW, int RG, typename PT>
+// WG: the S product on wgmma (sm_90a) with Q and the K/V tiles in the
+// 128-byte swizzled layout (toff<true>); otherwise mma.sync with padded rows.
+template <int MT, int NW, int RG, typename PT, bool WG>
 __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
@@ -559,9 +692,17 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     static_assert(NT % ROWS == 0 && TN % TPR == 0 && TPR <= 32, "softmax tiling");
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16_t *Qs = (bf16_t *)smem_raw;
-    bf16_t *Ks = Qs + ROWS * DP;
-    float *Ss = (float *)(Ks + STAGES * TN * DP);
+    // wgmma path: swizzle atoms on 1024-byte boundaries (the launch adds
+    // 1024 bytes of slack), Q and the tiles unpadded (D_MAX columns).
+    constexpr int QPITCH = WG ? D_MAX : DP;
+    unsigned char *base = smem_raw;
+#if defined(MLA_TARGET_NVIDIA)
+    if constexpr (WG)
+        base += (1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u;
+#endif
+    bf16_t *Qs = (bf16_t *)base;
+    bf16_t *Ks = Qs + ROWS * QPITCH;
+    float *Ss = (float *)(Ks + STAGES * TN * QPITCH);
     bf16_t *Ps = (bf16_t *)(Ss + ROWS * SSP);
     float *Al = (float *)(Ps + ROWS * PSP);
     float *Linv = Al + ROWS;
@@ -584,19 +725,30 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     // Gather: TPK threads share one token of the tile, so each thread looks
     // up one slot per tile (prefetched a tile ahead: the index load's latency
     // never sits in front of the copies) and issues its row's 16-byte chunks.
+    // (A first wgmma version gave the 32 lanes of a warp 32 different tokens
+    // for conflict-free stores into an unswizzled layout: 32 rows per
+    // request, and the tile took 1.4 us longer. The swizzled layout keeps
+    // this mapping's whole-row requests and is conflict-free as well.)
     constexpr int TPK = NT / TN;
     static_assert(NT % TN == 0, "gather mapping");
     const int my_tok = tid / TPK, my_c0 = tid % TPK;
+    const int D = p.D;
     auto slot_of = [&](int t) -> int64_t {
         const int gt = beg + t * TN + my_tok;
         return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
     };
     auto load_tile = [&](int buf, int64_t slot) {
-        bf16_t *dst = Ks + buf * TN * DP + my_tok * DP;
         const bool ok = slot >= 0;
         const bf16_t *src = p.kv + (ok ? slot : 0) * p.kv_ss;
-        for (int c = my_c0; c < chunks; c += TPK)
-            cp_async16(dst + c * 8, src + c * 8, ok ? 16 : 0);
+        if constexpr (WG) {
+            bf16_t *dst = Ks + buf * TN * QPITCH;
+            for (int c = my_c0; c < chunks; c += TPK)
+                cp_async16(dst + toff<true>(my_tok, c * 8, TN), src + c * 8, ok ? 16 : 0);
+        } else {
+            bf16_t *dst = Ks + buf * TN * DP + my_tok * DP;
+            for (int c = my_c0; c < chunks; c += TPK)
+                cp_async16(dst + c * 8, src + c * 8, ok ? 16 : 0);
+        }
     };
 
     int64_t slot_next = -1;
@@ -608,28 +760,35 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
             const bf16_t *src = p.q;
             if (ok)
                 src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
-            cp_async16(Qs + k * DP + c * 8, src, ok ? 16 : 0);
+            cp_async16(Qs + toff<WG>(k, c * 8, ROWS), src, ok ? 16 : 0);
         }
         load_tile(0, slot_of(0));
         cp_async_commit();
         slot_next = slot_of(1);
     }
 
-    PvAcc<MT, NW, RG> pv;
+    PvAcc<MT, NW, RG, WG> pv;
     pv.zero();
     const int srow = tid / TPR, sub = tid % TPR;
     float m_run = -INFINITY, l_run = 0.f;
 
     for (int t = 0; t < ntiles; ++t) {
         cp_async_wait_all();
+        if constexpr (WG)
+            fence_proxy_async(); // wgmma reads what cp.async wrote
         __syncthreads(); // tile t landed; every warp is done with tile t-1
         if (t + 1 < ntiles) {
             load_tile((t + 1) & 1, slot_next);
             cp_async_commit();
             slot_next = slot_of(t + 2);
         }
-        const bf16_t *Kb = Ks + (t & 1) * TN * DP;
-        s_tile<MT, NW>(Qs, Kb, Ss, p.D, p.Dv, p.scale_log2);
+        const bf16_t *Kb = Ks + (t & 1) * TN * QPITCH;
+#if defined(MLA_TARGET_NVIDIA)
+        if constexpr (WG)
+            s_tile_wg<MT, NW>(Qs, Kb, Ss, D, p.scale_log2);
+        else
+#endif
+            s_tile<MT, NW>(Qs, Kb, Ss, D, p.Dv, p.scale_log2);
         __syncthreads();
 
         // Online softmax of row srow over this tile (base 2).
@@ -1055,25 +1214,32 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
 #if !defined(MLA_HIP_MINIMAL)
 #include "mla_launch.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 namespace mla_dev {
 
-template <int MT, int NW> constexpr int stage1_smem()
+template <int MT, int NW, bool WG = false> constexpr int stage1_smem()
 {
-    return (16 * MT) * DP * 2 + STAGES * TN * DP * 2 + (16 * MT) * SSP * 4 + (16 * MT) * PSP * 2 +
-           3 * (16 * MT) * 4;
+    // wgmma path: unpadded rows plus 1024 bytes of slack for the alignment
+    // of the swizzle atoms.
+    return WG ? 1024 + (16 * MT) * D_MAX * 2 + STAGES * TN * D_MAX * 2 + (16 * MT) * SSP * 4 +
+                    (16 * MT) * PSP * 2 + 3 * (16 * MT) * 4
+              : (16 * MT) * DP * 2 + STAGES * TN * DP * 2 + (16 * MT) * SSP * 4 + (16 * MT) * PSP * 2 +
+                    3 * (16 * MT) * 4;
 }
 
-template <int MT, int NW, int RG, typename PT>
+template <int MT, int NW, int RG, typename PT, bool WG = false>
 static hipError_t launch_stage1(const Stage1Params &p, dim3 grid, hipStream_t st)
 {
-    const int smem = stage1_smem<MT, NW>();
+    const int smem = stage1_smem<MT, NW, WG>();
     // Setting a function attribute is no stream operation: legal under
     // graph capture, and cheap enough to repeat.
-    hipError_t e = hipFuncSetAttribute((const void *)stage1_kernel<MT, NW, RG, PT>,
+    hipError_t e = hipFuncSetAttribute((const void *)stage1_kernel<MT, NW, RG, PT, WG>,
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
-    stage1_kernel<MT, NW, RG, PT><<<grid, NW * 32, smem, st>>>(p);
+    stage1_kernel<MT, NW, RG, PT, WG><<<grid, NW * 32, smem, st>>>(p);
     return hipGetLastError();
 }
 
@@ -1194,13 +1360,52 @@ int mla_fast_rows(int HL)
 #endif
 }
 
+// Development switches of the fast tier, read once from the environment so
+// that variants can be validated and timed side by side in one device run:
+//   MLA_GPU_FAST_S=wg|mma     S product of the 64/96-row kernels on wgmma or
+//                             on mma.sync (default: MLA_FAST_S_DEFAULT_WG)
+//   MLA_GPU_FAST_MIN_SPLIT=n  smallest split (tokens, >= 16) instead of
+//                             MLA_GPU_FAST_MIN_SPLIT
+// mma.sync stays the default: on the H200 (final run of issue 5, PERF.md)
+// the wgmma S product was correct and sanitizer-clean but 6% slower on the
+// 96-row K3 shapes (bs 32 / 16k: 640 vs 601 us) and 1-2% faster on the
+// 64-row DeepSeek shapes, within run-to-run spread.
+#ifndef MLA_FAST_S_DEFAULT_WG
+#define MLA_FAST_S_DEFAULT_WG 0
+#endif
+struct FastConfig {
+    bool s_mma;
+    int min_split;
+};
+static const FastConfig &fast_config()
+{
+    static const FastConfig c = [] {
+        FastConfig f;
+        const char *e = getenv("MLA_GPU_FAST_S");
+        f.s_mma = e ? strcmp(e, "wg") != 0 : !MLA_FAST_S_DEFAULT_WG;
+        e = getenv("MLA_GPU_FAST_MIN_SPLIT");
+        f.min_split = e && atoi(e) >= 16 ? atoi(e) : MLA_GPU_FAST_MIN_SPLIT;
+        return f;
+    }();
+    return c;
+}
+static bool fast_s_mma()
+{
+#if defined(MLA_TARGET_NVIDIA)
+    return fast_config().s_mma;
+#else
+    return true;
+#endif
+}
+
 hipError_t mla_launch_fast(const mla_launch_args &a)
 {
     Stage1Params p1;
     Stage2Params p2;
     fill_common(a, p1, p2);
     p1.split_mode = p2.split_mode = 0;
-    p1.min_split = p2.min_split = MLA_GPU_FAST_MIN_SPLIT;
+    const FastConfig &cf = fast_config();
+    p1.min_split = p2.min_split = cf.min_split;
     p1.row_mode = 0;
     const int bs = a.g->shape.num_seqs;
     hipStream_t st = (hipStream_t)a.stream;
@@ -1214,10 +1419,19 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
 #endif
     if (rows <= 32)
         e = launch_stage1<2, 4, 1, bf16_t>(p1, grid, st);
+#if defined(MLA_TARGET_NVIDIA)
+    else if (rows == 64)
+        e = fast_s_mma() ? launch_stage1<4, 8, 2, bf16_t>(p1, grid, st)
+                         : launch_stage1<4, 8, 2, bf16_t, true>(p1, grid, st);
+    else
+        e = fast_s_mma() ? launch_stage1<6, 12, 3, bf16_t>(p1, grid, st)
+                         : launch_stage1<6, 12, 3, bf16_t, true>(p1, grid, st);
+#else
     else if (rows == 64)
         e = launch_stage1<4, 8, 2, bf16_t>(p1, grid, st);
     else
         e = launch_stage1<6, 12, 3, bf16_t>(p1, grid, st);
+#endif
     if (e != hipSuccess)
         return e;
     // The fast tier overlaps stage 2's prologue with stage 1 (PDL); the
@@ -1313,10 +1527,10 @@ int mla_stage1_smem_bytes(int rows)
 #else
 // Device-only compile check: instantiate what the launchers would.
 namespace mla_dev {
-template __global__ void stage1_kernel<2, 4, 1, bf16_t>(Stage1Params);
-template __global__ void stage1_kernel<4, 8, 2, bf16_t>(Stage1Params);
-template __global__ void stage1_kernel<6, 12, 3, bf16_t>(Stage1Params);
-template __global__ void stage1_kernel<2, 4, 1, float>(Stage1Params);
+template __global__ void stage1_kernel<2, 4, 1, bf16_t, false>(Stage1Params);
+template __global__ void stage1_kernel<4, 8, 2, bf16_t, false>(Stage1Params);
+template __global__ void stage1_kernel<6, 12, 3, bf16_t, false>(Stage1Params);
+template __global__ void stage1_kernel<2, 4, 1, float, false>(Stage1Params);
 template __global__ void stage2_kernel<bf16_t>(Stage2Params);
 template __global__ void stage2_kernel<float>(Stage2Params);
 } // namespace mla_dev

@@ -6,8 +6,8 @@
 #       the "cuda" preset and the shared libraries they need into
 #       .devbundle/bundle.tar.xz (carry .devbundle to the device)
 #   scripts/gpu_suite.sh run [what...]      there: unpack, run, logs to $OUT
-#       what: any of tests validate large sanitize ncu bench sass (default: all
-#       but ncu)
+#       what: any of tests validate large sanitize ncu ab bench sass (default:
+#       all but ncu and ab; ab times fast-tier variants, AB_VARIANTS)
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}
@@ -78,10 +78,51 @@ if want validate && [ -x "$work/bin/mla-validate" ]; then
     step validate 200 "$work/bin/mla-validate" --backend gpu --backend gpu-baseline --backend gpu-fallback \
         --report "$out/val" fixtures/data
     cp "$out/val/report.md" "$out/validation.md" 2>/dev/null
+    cp "$out/val/report.html" "$out/validation.html" 2>/dev/null
     rm -rf "$out/val"
 fi
 if want large; then
     step large ${LARGE_TIMEOUT:-420} "$work/bin/test_gpu" k3-splits-wide k3-4k k3-16k k3-64k k3-128k dsv3-16k k3-bs64-4k k3-bs8-128k
+fi
+if want ab; then
+    # A/B of fast-tier variants (development switches read by mla_gpu, see
+    # mla_kernels.hip FastConfig), fast tier only, one process per variant.
+    cases=${AB_CASES:-12,8,32,4096:12,8,32,16384:12,8,64,16384:16,4,32,16384:16,4,64,16384:12,8,1,1024:12,8,1,4096:12,8,1,16384:12,8,8,1024:16,4,1,4096}
+    for v in ${AB_VARIANTS:-wg mma}; do
+        case $v in
+            wg) ev=MLA_GPU_FAST_S=wg ;;
+            mma) ev=MLA_GPU_FAST_S=mma ;;
+            ms32) ev=MLA_GPU_FAST_MIN_SPLIT=32 ;;
+            *) ev=$v ;; # NAME=VALUE
+        esac
+        step ab_$v ${AB_TIMEOUT:-90} env $ev "$work/bin/mla-bench" --no-ceilings --backends fast --cases "$cases" --out /tmp/ab_$v
+        grep -E '^fast ' "$out/ab_$v.txt" | sed "s/^/$v /" >>"$out/ab.txt"
+    done
+    cat "$out/ab.txt" >>"$log"
+fi
+if want bench; then
+    mkdir -p "$out/bench"
+    step bench ${BENCH_TIMEOUT:-180} "$work/bin/mla-bench" --out "$out/bench" ${BENCH_ARGS:-}
+    cp "$out/bench/bench.json" "$out/bench/bench.md" "$out/" 2>/dev/null
+    rm -rf "$out/bench"
+fi
+if want sass; then
+    {
+        cuobjdump -res-usage "$work/bin/libmla_gpu.a" 2>&1 | grep -E "Function|REG|SHARED" | head -40
+        for k in stage1 stage2 generic; do
+            cuobjdump -sass "$work/bin/libmla_gpu.a" 2>/dev/null | awk -v k="$k" '/Function :/ {f=$0} f ~ k' |
+                grep -o -E '\b(HMMA|HGMMA|LDSM|LDGSTS|FFMA|MUFU|STL|LDL)[.A-Z0-9]*' | sort | uniq -c | sed "s/^/$k /"
+        done
+        # Per stage-1 instantiation (template <MT, NW, RG, PT, WG>): which
+        # tensor-core instruction each one issues.
+        cuobjdump -sass "$work/bin/libmla_gpu.a" 2>/dev/null | awk '
+            /Function :/ { f = $3 }
+            f ~ /stage1/ && /HGMMA/ { g[f]++ } f ~ /stage1/ && /HMMA/ { h[f]++ }
+            f ~ /stage1/ && /STL/ { l[f]++ }
+            END { for (k in h) printf "per-kernel %s HMMA %d HGMMA %d STL %d\n", k, h[k], g[k], l[k];
+                  for (k in g) if (!(k in h)) printf "per-kernel %s HMMA 0 HGMMA %d STL %d\n", k, g[k], l[k] }' | sort -u
+    } >"$out/sass.txt" 2>&1
+    tail -n 40 "$out/sass.txt" >>"$log"
 fi
 if want sanitize; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -99,23 +140,7 @@ if want ncu; then
             "$work/bin/mla-bench" --only "$c" --no-ceilings --backends fast --out /tmp
     done
 fi
-if want bench; then
-    mkdir -p "$out/bench"
-    step bench ${BENCH_TIMEOUT:-180} "$work/bin/mla-bench" --out "$out/bench" ${BENCH_ARGS:-}
-    cp "$out/bench/bench.json" "$out/bench/bench.md" "$out/" 2>/dev/null
-    rm -rf "$out/bench"
-fi
-if want sass; then
-    {
-        cuobjdump -res-usage "$work/bin/libmla_gpu.a" 2>&1 | grep -E "Function|REG|SHARED" | head -40
-        for k in stage1 stage2 generic; do
-            cuobjdump -sass "$work/bin/libmla_gpu.a" 2>/dev/null | awk -v k="$k" '/Function :/ {f=$0} f ~ k' |
-                grep -o -E '\b(HMMA|HGMMA|LDSM|LDGSTS|FFMA|MUFU)[.A-Z0-9]*' | sort | uniq -c | sed "s/^/$k /"
-        done
-    } >"$out/sass.txt" 2>&1
-    tail -n 40 "$out/sass.txt" >>"$log"
-fi
 # At most 8 files come back: step logs travel as one archive.
-(cd "$out" && tar -czf logs.tar.gz --remove-files $(ls *.txt 2>/dev/null | grep -v -x -E 'sass.txt|bench.txt') 2>/dev/null)
+(cd "$out" && tar -czf logs.tar.gz --remove-files $(ls *.txt 2>/dev/null | grep -v -x -E 'sass.txt|bench.txt|ab.txt|ncu.txt') 2>/dev/null)
 say "suite done, rc $rc_all"
 exit $rc_all

@@ -18,9 +18,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#ifndef MLA_GIT_COMMIT
-#define MLA_GIT_COMMIT "unknown"
-#endif
+#include "mla_version.h" /* MLA_GIT_COMMIT, stamped at build time */
 #ifndef MLA_SOURCE_DIR
 #define MLA_SOURCE_DIR "."
 #endif
@@ -272,12 +270,17 @@ static void describe_machine(char *out, size_t n)
         snprintf(out, n, "unknown machine");
 }
 
+/* The commit this binary was built from (stamped at build time); where the
+ * build could not tell, the source tree's state now. */
 static void describe_commit(char *out, size_t n)
 {
-    run_cmd("git -C '" MLA_SOURCE_DIR "' describe --always --dirty --abbrev=12 2>/dev/null", out,
-            n);
-    if (!out[0])
-        snprintf(out, n, "%s", MLA_GIT_COMMIT);
+    snprintf(out, n, "%s", MLA_GIT_COMMIT);
+    if (strcmp(out, "unknown") == 0) {
+        run_cmd("git -C '" MLA_SOURCE_DIR "' describe --always --dirty --abbrev=12 2>/dev/null",
+                out, n);
+        if (!out[0])
+            snprintf(out, n, "unknown");
+    }
 }
 
 /* ---- dump ---- */

@@ -6,6 +6,7 @@
 // from cache). Writes bench.json and bench.md.
 //
 // Usage: mla-bench [--out DIR] [--quick] [--backends fast,perhead,generic]
+//                  [--no-ceilings] [--only H,L,bs,P] [--cases H,L,bs,P:H,L,bs,P:...]
 
 #include "compat.h"
 #include "mla/gpu.h"
@@ -333,11 +334,25 @@ int main(int argc, char **argv)
     std::string backends = "fast,perhead";
     bool ceilings = true;
     int only[4] = {0, 0, 0, 0};
+    const char *case_list = nullptr; // "H,L,bs,prefix:H,L,bs,prefix:..." (A/B runs of variants)
     for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: mla-bench [--out DIR] [--quick] [--backends fast,perhead,generic]\n"
+                   "                 [--only H,L,bs,prefix] [--cases H,L,bs,P:H,L,bs,P...] [--no-ceilings]\n"
+                   "Times the GPU tiers at Kimi-K3 TP8 (H 12, L 8; bs 1/8/32/64; prefix 1k-64k) and\n"
+                   "DeepSeek-V3 TP8 (H 16, L 4) shapes: medians of CUDA-graph replays over input sets\n"
+                   "rotated past the L2, beside the copy bandwidth and a cuBLAS bf16 GEMM rate measured\n"
+                   "in the same run. Prints us, GB/s, TFLOP/s and %% of the roofline (SPEC section 8)\n"
+                   "and writes DIR/bench.json and DIR/bench.md (default DIR reports/h200).\n"
+                   "Exit 77 when no GPU is present.\n");
+            return 0;
+        }
         if (!strcmp(argv[i], "--no-ceilings"))
             ceilings = false;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             sscanf(argv[++i], "%d,%d,%d,%d", &only[0], &only[1], &only[2], &only[3]);
+        else if (!strcmp(argv[i], "--cases") && i + 1 < argc)
+            case_list = argv[++i];
         else
         if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
@@ -377,6 +392,18 @@ int main(int argc, char **argv)
     if (only[0]) { // one case (H,L,bs,prefix), e.g. under a profiler
         cases.clear();
         cases.push_back({only[0], only[1], only[2], only[3]});
+    }
+    if (case_list) {
+        cases.clear();
+        for (const char *p = case_list; p && *p;) {
+            int v[4];
+            if (sscanf(p, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) == 4 && v[0] > 0 && v[1] > 0 &&
+                v[2] > 0 && v[3] >= 0)
+                cases.push_back({v[0], v[1], v[2], v[3]});
+            p = strchr(p, ':');
+            if (p)
+                ++p;
+        }
     }
 
     std::vector<std::pair<std::string, mla_gpu_tier>> tiers;
