@@ -6,7 +6,6 @@
 #include "mla/gpu.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,16 +18,6 @@
 #define GUARD_BYTE 0xA5
 #define POISON_BF16 ((uint16_t)0x7fc0) /* quiet NaN */
 #define POISON_F32 ((uint32_t)0x7fc00000u)
-
-static void be_error(mla_error *err, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-}
 
 int mla_gpu_available(char *why, size_t n)
 {
@@ -56,7 +45,7 @@ typedef struct {
     do {                                                                                           \
         hipError_t e_ = (call);                                                                    \
         if (e_ != hipSuccess) {                                                                    \
-            be_error(err, "%s failed: %s (%s:%d)", #call, hipGetErrorString(e_), __FILE__,         \
+            mla_error_set(err, "%s failed: %s (%s:%d)", #call, hipGetErrorString(e_), __FILE__,         \
                      __LINE__);                                                                    \
             st = MLA_ERR_RUNTIME;                                                                  \
             goto done;                                                                             \
@@ -88,25 +77,6 @@ static int guard_intact(const unsigned char *g)
     return 1;
 }
 
-static void shape_of(const mla_fixture *fx, mla_shape *s)
-{
-    memset(s, 0, sizeof *s);
-    s->num_seqs = fx->cfg.num_seqs;
-    s->num_heads = fx->cfg.num_heads;
-    s->num_kv_heads = fx->cfg.num_kv_heads;
-    s->q_len = fx->cfg.q_len;
-    s->num_q_tokens = fx->num_q_tokens;
-    s->head_dim = fx->cfg.head_dim;
-    s->kv_dim = fx->cfg.head_dim; /* the pool is [slots, Hkv, head_dim] by schema */
-    s->v_head_dim = fx->cfg.v_head_dim;
-    s->v_extend_dim = fx->cfg.v_head_dim;
-    s->is_causal = fx->cfg.is_causal;
-    s->logit_cap = fx->cfg.logit_cap;
-    s->sliding_window = fx->cfg.sliding_window;
-    s->has_sinks = fx->sinks != NULL;
-    s->topk = fx->cfg.topk;
-}
-
 mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host, float *lse_host,
                                mla_error *err)
 {
@@ -117,11 +87,11 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
     al.n = 0;
 
     if (!fx || !o_host) {
-        be_error(err, "mla_gpu_backend_run: NULL fixture or output");
+        mla_error_set(err, "mla_gpu_backend_run: NULL fixture or output");
         return MLA_ERR_INVALID;
     }
     if (!mla_gpu_available(why, sizeof why)) {
-        be_error(err, "%s", why);
+        mla_error_set(err, "%s", why);
         return MLA_ERR_RUNTIME;
     }
 
@@ -133,7 +103,7 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
 
     mla_gpu_args a;
     memset(&a, 0, sizeof a);
-    shape_of(fx, &a.shape);
+    mla_shape_from_fixture(fx, &a.shape);
     a.num_kv_indices = fx->num_kv_indices;
     a.sm_scale = fx->cfg.sm_scale;
     a.k_scale = fx->cfg.k_scale;
@@ -166,7 +136,7 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
     host_o = malloc(o_b + 2 * GUARD_BYTES);
     host_l = malloc(l_b + 2 * GUARD_BYTES);
     if (!host_o || !host_l) {
-        be_error(err, "mla_gpu_backend_run: host allocation failed");
+        mla_error_set(err, "mla_gpu_backend_run: host allocation failed");
         st = MLA_ERR_NOMEM;
         goto done;
     }
@@ -204,7 +174,7 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
 
     if (!guard_intact(host_o) || !guard_intact(host_o + GUARD_BYTES + o_b) || !guard_intact(host_l) ||
         !guard_intact(host_l + GUARD_BYTES + l_b)) {
-        be_error(err, "%s tier wrote outside its outputs: guard %s touched",
+        mla_error_set(err, "%s tier wrote outside its outputs: guard %s touched",
                  mla_gpu_tier_name((mla_gpu_tier)tier),
                  !guard_intact(host_o)                   ? "before o"
                  : !guard_intact(host_o + GUARD_BYTES + o_b) ? "after o"
@@ -218,7 +188,7 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
             uint16_t v;
             memcpy(&v, host_o + GUARD_BYTES + 2 * i, 2);
             if (v != POISON_BF16) {
-                be_error(err, "%s tier declined (%s) but wrote o element %zu",
+                mla_error_set(err, "%s tier declined (%s) but wrote o element %zu",
                          mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
                 st = MLA_ERR_RUNTIME;
                 goto done;
@@ -228,18 +198,18 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
             uint32_t v;
             memcpy(&v, host_l + GUARD_BYTES + 4 * i, 4);
             if (v != POISON_F32) {
-                be_error(err, "%s tier declined (%s) but wrote lse element %zu",
+                mla_error_set(err, "%s tier declined (%s) but wrote lse element %zu",
                          mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
                 st = MLA_ERR_RUNTIME;
                 goto done;
             }
         }
-        be_error(err, "%s", run_err.msg);
+        mla_error_set(err, "%s", run_err.msg);
         st = MLA_ERR_DECLINED;
         goto done;
     }
     if (rs != MLA_OK) {
-        be_error(err, "%s", run_err.msg);
+        mla_error_set(err, "%s", run_err.msg);
         st = rs;
         goto done;
     }

@@ -68,28 +68,6 @@ mla_model_opts mla_model_opts_default(void)
     return o;
 }
 
-void mla_shape_from_fixture(const mla_fixture *fx, mla_shape *s)
-{
-    memset(s, 0, sizeof *s);
-    s->num_seqs = fx->cfg.num_seqs;
-    s->num_heads = fx->cfg.num_heads;
-    s->num_kv_heads = fx->cfg.num_kv_heads;
-    s->q_len = fx->cfg.q_len;
-    s->num_q_tokens = fx->num_q_tokens;
-    s->head_dim = fx->cfg.head_dim;
-    /* A fixture stores q and the pool with the same declared width, and
-     * v_extend with v_head_dim; a GPU caller may pass tensors that differ,
-     * which is why the shape keeps them apart. */
-    s->kv_dim = fx->cfg.head_dim;
-    s->v_head_dim = fx->cfg.v_head_dim;
-    s->v_extend_dim = fx->cfg.v_head_dim;
-    s->is_causal = fx->cfg.is_causal;
-    s->logit_cap = fx->cfg.logit_cap;
-    s->sliding_window = fx->cfg.sliding_window;
-    s->has_sinks = fx->sinks != NULL;
-    s->topk = fx->cfg.topk;
-}
-
 float mla_f32_round_f16(float f)
 {
     float a = fabsf(f);

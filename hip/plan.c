@@ -1,24 +1,12 @@
 /* Launch plan of the two-stage MLA verify kernel (SPEC sections 3, 4).
  *
- * Pure C with no dependency beyond the public headers: the GPU library
- * compiles this file as well, and a plan must never need device data or the
- * fixture reader. Errors are written into mla_error directly so that this
- * object does not pull in mla_fixture (and with it HDF5). */
+ * Pure C that needs only mla_common: the GPU library compiles this file as
+ * well, and a plan must never need device data or the fixture reader (the
+ * fixture struct is read, never loaded, so HDF5 stays out). */
 #include "mla/plan.h"
+#include "mla/fixture.h"
 
-#include <stdarg.h>
 #include <stdio.h>
-
-static void plan_error(mla_error *err, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-}
 
 const char *mla_can_handle(const mla_shape *s)
 {
@@ -85,16 +73,16 @@ mla_status mla_plan_make(const mla_shape *s, const mla_block_config *blk, mla_pl
     int64_t n_head_blocks, programs, splits;
 
     if (!s || !blk || !plan) {
-        plan_error(err, "mla_plan_make: null argument");
+        mla_error_set(err, "mla_plan_make: null argument");
         return MLA_ERR_INVALID;
     }
     why = mla_can_handle(s);
     if (why) {
-        plan_error(err, "fast path declines the case: %s", why);
+        mla_error_set(err, "fast path declines the case: %s", why);
         return MLA_ERR_DECLINED;
     }
     if (blk->block_h < 1 || blk->block_n < 1 || blk->num_warps < 1 || blk->num_stages < 1) {
-        plan_error(err, "invalid block config (block_h %d, block_n %d, warps %d, stages %d)",
+        mla_error_set(err, "invalid block config (block_h %d, block_n %d, warps %d, stages %d)",
                    (int)blk->block_h, (int)blk->block_n, (int)blk->num_warps,
                    (int)blk->num_stages);
         return MLA_ERR_INVALID;
@@ -117,4 +105,26 @@ mla_status mla_plan_make(const mla_shape *s, const mla_block_config *blk, mla_pl
     plan->n_head_blocks = (int32_t)n_head_blocks;
     plan->num_splits = (int32_t)splits;
     return MLA_OK;
+}
+
+void mla_shape_from_fixture(const mla_fixture *fx, mla_shape *s)
+{
+    memset(s, 0, sizeof *s);
+    s->num_seqs = fx->cfg.num_seqs;
+    s->num_heads = fx->cfg.num_heads;
+    s->num_kv_heads = fx->cfg.num_kv_heads;
+    s->q_len = fx->cfg.q_len;
+    s->num_q_tokens = fx->num_q_tokens;
+    s->head_dim = fx->cfg.head_dim;
+    /* A fixture stores q and the pool with the same declared width, and
+     * v_extend with v_head_dim; a GPU caller may pass tensors that differ,
+     * which is why the shape keeps them apart. */
+    s->kv_dim = fx->cfg.head_dim;
+    s->v_head_dim = fx->cfg.v_head_dim;
+    s->v_extend_dim = fx->cfg.v_head_dim;
+    s->is_causal = fx->cfg.is_causal;
+    s->logit_cap = fx->cfg.logit_cap;
+    s->sliding_window = fx->cfg.sliding_window;
+    s->has_sinks = fx->sinks != NULL;
+    s->topk = fx->cfg.topk;
 }

@@ -129,22 +129,8 @@ int mla_case_max_splits(const mla_fixture *fx)
     mla_shape s;
     mla_plan plan;
     mla_error err;
-    memset(&s, 0, sizeof s);
+    mla_shape_from_fixture(fx, &s);
     const mla_config *c = &fx->cfg;
-    s.num_seqs = c->num_seqs;
-    s.num_heads = c->num_heads;
-    s.num_kv_heads = c->num_kv_heads;
-    s.q_len = c->q_len;
-    s.num_q_tokens = fx->num_q_tokens;
-    s.head_dim = c->head_dim;
-    s.kv_dim = c->head_dim;
-    s.v_head_dim = c->v_head_dim;
-    s.v_extend_dim = c->v_head_dim;
-    s.is_causal = c->is_causal;
-    s.logit_cap = c->logit_cap;
-    s.sliding_window = c->sliding_window;
-    s.has_sinks = fx->sinks != NULL;
-    s.topk = c->topk;
     mla_block_config blk = mla_block_config_default();
     if (mla_plan_make(&s, &blk, &plan, &err) != MLA_OK)
         return 1;

@@ -67,19 +67,6 @@ typedef struct {
     int extra_slots;       /* unreferenced pool slots, filled with NaN */
 } case_spec;
 
-static void local_free(mla_fixture *fx)
-{
-    free(fx->q);
-    free(fx->k_extend);
-    free(fx->v_extend);
-    free(fx->kv_buffer);
-    free(fx->qo_indptr);
-    free(fx->kv_indptr);
-    free(fx->kv_indices);
-    free(fx->sinks);
-    memset(fx, 0, sizeof *fx);
-}
-
 static void *xcalloc(size_t n, size_t sz)
 {
     void *p = calloc(n ? n : 1, sz);
@@ -462,7 +449,7 @@ static void run_accuracy_case(const char *name, const case_spec *sp)
         outputs_free(&again);
     }
     outputs_free(&out);
-    local_free(&fx);
+    mla_fixture_free(&fx);
 }
 
 static void accuracy_cases(void)
@@ -616,7 +603,7 @@ static void single_split_exact(int32_t P, int32_t block_n)
            bad_o, bad_l);
     CHECK(bad_o == 0 && bad_l == 0, "single split P %d block_n %d not exact", P, block_n);
     outputs_free(&out);
-    local_free(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* A declined or invalid case must leave both output buffers bit for bit. */
@@ -683,7 +670,7 @@ static void declines_leave_outputs(void)
         free(o0);
         free(l0);
         outputs_free(&out);
-        local_free(&fx);
+        mla_fixture_free(&fx);
     }
 }
 
@@ -858,8 +845,8 @@ static void mutations_caught(void)
     CHECK(strcmp(mla_mutation_name(MLA_MUT_COUNT), "unknown") == 0, "mutation name fallback");
     outputs_free(&ref);
     outputs_free(&ref_big);
-    local_free(&fx);
-    local_free(&fx_big);
+    mla_fixture_free(&fx);
+    mla_fixture_free(&fx_big);
 }
 
 int main(int argc, char **argv)

@@ -31,7 +31,7 @@ typedef struct {
 
 /* One case in memory. Every pointer is owned (freed by mla_fixture_free).
  * Tensors are C-order, bf16 as raw bits. */
-typedef struct {
+typedef struct mla_fixture {
     char *case_name;
     char *source; /* "synthetic" | "trace" */
     char *model;  /* optional, NULL if absent */

@@ -44,9 +44,6 @@ mla_status mla_model_run(const mla_fixture *fx, const mla_model_opts *opts, mla_
 mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *opts,
                                  int num_threads, mla_bf16 *o, float *lse, mla_error *err);
 
-/* The shape view of a fixture, as the GPU API would see it. */
-void mla_shape_from_fixture(const mla_fixture *fx, mla_shape *s);
-
 /* Default block config and no mutation (what a NULL opts means). */
 mla_model_opts mla_model_opts_default(void);
 

@@ -54,6 +54,11 @@ typedef struct {
     int32_t num_splits;    /* max(1, min(32, 512 / (bs * n_head_blocks))) */
 } mla_plan;
 
+/* The shape view of a fixture, as the GPU API would see it (the fixture's
+ * pool and q share head_dim, v_extend has v_head_dim). */
+struct mla_fixture;
+void mla_shape_from_fixture(const struct mla_fixture *fx, mla_shape *s);
+
 /* NULL when the fast path accepts `s`, otherwise a static string naming the
  * first decline condition of SPEC section 3 that holds. */
 const char *mla_can_handle(const mla_shape *s);

@@ -150,24 +150,9 @@ mla_status rt_build(const rt_case *c, mla_fixture *fx, mla_error *err)
     }
     return MLA_OK;
 nomem:
-    rt_fixture_free(fx);
+    mla_fixture_free(fx);
     mla_error_set(err, "rt_build: out of memory");
     return MLA_ERR_NOMEM;
-}
-
-void rt_fixture_free(mla_fixture *fx)
-{
-    free(fx->case_name);
-    free(fx->source);
-    free(fx->q);
-    free(fx->k_extend);
-    free(fx->v_extend);
-    free(fx->kv_buffer);
-    free(fx->qo_indptr);
-    free(fx->kv_indptr);
-    free(fx->kv_indices);
-    free(fx->sinks);
-    memset(fx, 0, sizeof *fx);
 }
 
 int rt_compare(const mla_fixture *fx, const mla_ref_opts *opts, rt_cmp *res)

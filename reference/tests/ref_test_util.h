@@ -29,9 +29,8 @@ typedef struct {
 
 /* Builds the case with fresh random bf16 inputs, slots shuffled in 64-token
  * pages and extra unreferenced pool slots filled with NaN (the references
- * must never read them). Caller frees with rt_fixture_free. */
+ * must never read them). Caller frees with mla_fixture_free. */
 mla_status rt_build(const rt_case *c, mla_fixture *fx, mla_error *err);
-void rt_fixture_free(mla_fixture *fx);
 
 /* Dimension-free error ratios of one run (see ref_test_util.c for the
  * error model they come from). */

@@ -121,7 +121,7 @@ int main(void)
             free(l1);
             free(l2);
         }
-        rt_fixture_free(&fx);
+        mla_fixture_free(&fx);
     }
     /* The prefix-only variants of the windowed and empty-prefix cases must
      * produce rows with no visible key, or that path went untested. */

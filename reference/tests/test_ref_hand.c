@@ -200,18 +200,6 @@ static void check(const char *name, const mla_fixture *fx, const expect_row *row
     printf("checked %s\n", name);
 }
 
-static void free_fx(mla_fixture *fx)
-{
-    free(fx->q);
-    free(fx->k_extend);
-    free(fx->v_extend);
-    free(fx->kv_buffer);
-    free(fx->qo_indptr);
-    free(fx->kv_indptr);
-    free(fx->kv_indices);
-    free(fx->sinks);
-}
-
 #define NANF ((float)NAN)
 /* An unreferenced pool slot: never read by a correct reference. */
 #define NAN_ROW NANF, NANF, NANF, NANF
@@ -239,7 +227,7 @@ static void case_empty_prefix(void)
     expect_row noncausal[2] = {{2, {1, 0}, {{1, -2}, {3, 0.5}}, 0, 0},
                                {2, {2.5, 1}, {{1, -2}, {3, 0.5}}, 0, 0}};
     check("empty-prefix-non-causal", &fx, noncausal, 1, 1);
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* Per-head sinks: exp(sink) joins the denominator and lse, never the values. */
@@ -263,7 +251,7 @@ static void case_sinks(void)
     fx.kv_indptr[1] = 0;
     fx.num_kv_indices = 0;
     check("sinks-no-visible-key", &fx, none, 1, 0);
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* Logit cap: s <- cap tanh(s / cap) on prefix and draft scores alike. */
@@ -280,7 +268,7 @@ static void case_logit_cap(void)
     /* raw scores 2 (prefix, value (1, 0)) and 3 (draft) */
     expect_row rows[1] = {{2, {2 * tanh(1.0), 2 * tanh(1.5)}, {{1, 0}, {0, 1}}, 0, 0}};
     check("logit-cap", &fx, rows, 1, 1);
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* Sliding window: the query at position P + i sees keys at distance <= W. */
@@ -311,7 +299,7 @@ static void case_window(void)
     expect_row off[2] = {{4, {1, 1, 1, 1}, {{8, 0}, {4, 0}, {2, 0}, {1, 0}}, 0, 0},
                          {5, {1, 1, 1, 1, 1}, {{8, 0}, {4, 0}, {2, 0}, {1, 0}, {0.5, 0}}, 0, 0}};
     check("window-0-is-off", &fx, off, 1, 1);
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* k_scale scales prefix scores, v_scale prefix values; drafts take neither. */
@@ -328,7 +316,7 @@ static void case_scales(void)
     /* prefix: 0.25 * 0.5 * (2 + 4) = 0.75, value 2 * (2, 1); draft: 0.25 * 4 = 1 */
     expect_row rows[1] = {{2, {0.75, 1}, {{4, 2}, {1, -1}}, 0, 0}};
     check("k-v-scales", &fx, rows, 1, 1);
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* Two KV heads: query head h reads KV head h / (H / Hkv). */
@@ -347,7 +335,7 @@ static void case_kv_heads(void)
     expect_row rows[2] = {{2, {2, 0}, {{1, 0}, {5, 5}}, 0, 0},
                           {2, {3, 1}, {{0, 3}, {-1, -1}}, 0, 0}};
     check("kv-heads-2", &fx, rows, 1, 1);
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* Ragged batch: a sequence with no drafts, one with an empty prefix. */
@@ -364,7 +352,7 @@ static void case_ragged(void)
     build(&h, &fx);
     expect_row rows[2] = {{1, {1}, {{2, 0}}, 0, 0}, {1, {0}, {{0, 2}}, 0, 0}};
     check("ragged-no-drafts-empty-prefix", &fx, rows, 1, 1);
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* Non-finite inputs reach exactly the outputs whose math reads them (inf/
@@ -441,7 +429,7 @@ static void case_nonfinite(void)
         }
     }
     printf("checked non-finite propagation\n");
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 /* Invalid inputs are errors, never reads out of bounds. */
@@ -479,7 +467,7 @@ static void case_invalid(void)
         failures++;
     }
     printf("checked invalid inputs\n");
-    free_fx(&fx);
+    mla_fixture_free(&fx);
 }
 
 int main(void)
