@@ -77,6 +77,14 @@ mla_status mla_fixture_check(const mla_fixture *fx, mla_error *err);
  * the file, the dataset or attribute, and the rule. */
 mla_status mla_fixture_read(const char *path, mla_fixture *fx, mla_error *err);
 
+/* mla_fixture_read behind a guard for untrusted files: the file is first
+ * read in a child process, so a corrupt file that crashes or hangs the HDF5
+ * library itself (seen with damaged global heaps of variable-length string
+ * attributes in HDF5 1.10) becomes an MLA_ERR_INVALID with a message instead
+ * of taking the caller down. The command-line tools use this; a library
+ * user who cannot fork calls mla_fixture_read. POSIX only. */
+mla_status mla_fixture_read_guarded(const char *path, mla_fixture *fx, mla_error *err);
+
 /* Write one file (shuffle + deflate level `deflate_level`, 0 = none). */
 mla_status mla_fixture_write(const char *path, const mla_fixture *fx, int deflate_level,
                              mla_error *err);
