@@ -99,6 +99,10 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
         json_num(f, m->lse_max_abs);
         fputs(", \"lse_ratio\": ", f);
         json_num(f, m->lse_ratio);
+        fputs(", \"cos_vs_oracle\": ", f);
+        json_num(f, m->cos_vs_oracle);
+        fputs(", \"max_abs_vs_oracle\": ", f);
+        json_num(f, m->max_abs_vs_oracle);
         fputs(", \"cos_limit\": ", f);
         json_num(f, m->cos_limit);
         fputs(", \"row_cos_limit\": ", f);

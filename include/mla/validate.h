@@ -82,6 +82,8 @@ typedef struct {
     double worst_ratio;   /* max over elements of |o-ref| / allowed (1 = at the bound) */
     double lse_max_abs;   /* max |lse - lse_ref| where the backend gave lse; -1 otherwise */
     double lse_ratio;     /* max |dlse| / allowed */
+    double cos_vs_oracle; /* cos_diff against the fp64 oracle where it ran; -1 otherwise */
+    double max_abs_vs_oracle;
     int64_t n_elems;
     int64_t n_nan;        /* non-finite outputs where the reference is finite */
     int64_t n_unwritten;  /* still holding the poison pattern */
