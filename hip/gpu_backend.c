@@ -16,8 +16,6 @@
  * exact bit comparison, which is what the check does). */
 #define GUARD_BYTES ((size_t)65536)
 #define GUARD_BYTE 0xA5
-#define POISON_BF16 ((uint16_t)0x7fc0) /* quiet NaN */
-#define POISON_F32 ((uint32_t)0x7fc00000u)
 
 int mla_gpu_available(char *why, size_t n)
 {
@@ -143,9 +141,9 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
     memset(host_o, GUARD_BYTE, o_b + 2 * GUARD_BYTES);
     memset(host_l, GUARD_BYTE, l_b + 2 * GUARD_BYTES);
     for (size_t i = 0; i < o_b / 2; ++i)
-        memcpy(host_o + GUARD_BYTES + 2 * i, &(uint16_t){POISON_BF16}, 2);
+        memcpy(host_o + GUARD_BYTES + 2 * i, &(uint16_t){MLA_POISON_BF16}, 2);
     for (size_t i = 0; i < l_b / 4; ++i)
-        memcpy(host_l + GUARD_BYTES + 4 * i, &(uint32_t){POISON_F32}, 4);
+        memcpy(host_l + GUARD_BYTES + 4 * i, &(uint32_t){MLA_POISON_F32}, 4);
     CHECK(upload(&al, &d_o, host_o, o_b + 2 * GUARD_BYTES));
     CHECK(upload(&al, &d_l, host_l, l_b + 2 * GUARD_BYTES));
 
@@ -187,7 +185,7 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
         for (size_t i = 0; i < o_b / 2; ++i) {
             uint16_t v;
             memcpy(&v, host_o + GUARD_BYTES + 2 * i, 2);
-            if (v != POISON_BF16) {
+            if (v != MLA_POISON_BF16) {
                 mla_error_set(err, "%s tier declined (%s) but wrote o element %zu",
                          mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
                 st = MLA_ERR_RUNTIME;
@@ -197,7 +195,7 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
         for (size_t i = 0; i < l_b / 4; ++i) {
             uint32_t v;
             memcpy(&v, host_l + GUARD_BYTES + 4 * i, 4);
-            if (v != POISON_F32) {
+            if (v != MLA_POISON_F32) {
                 mla_error_set(err, "%s tier declined (%s) but wrote lse element %zu",
                          mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
                 st = MLA_ERR_RUNTIME;

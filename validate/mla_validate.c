@@ -25,11 +25,8 @@
 
 enum { EXIT_PASS = 0, EXIT_FAILED = 1, EXIT_BAD = 2 };
 
-/* Poison: NaNs with a payload no arithmetic produces, so "never written" is
- * told apart from "computed NaN". Guards: a non-NaN pattern around each
- * buffer. */
-#define POISON32 0xffa5a5a5u
-#define POISON16 0xffa5u
+/* Outputs are poisoned with MLA_POISON_* (common.h); guards: a non-NaN
+ * pattern around each buffer. */
 #define GUARD32 0x5a5a5a5au
 #define GUARD16 0x5a5au
 #define GUARD_N 256 /* elements each side */
@@ -176,10 +173,10 @@ static void *gbuf_alloc(guarded *g, size_t n, size_t esize)
     for (size_t i = 0; i < n + 2 * GUARD_N; ++i) {
         int guard = i < GUARD_N || i >= GUARD_N + n;
         if (esize == 4) {
-            uint32_t v = guard ? GUARD32 : POISON32;
+            uint32_t v = guard ? GUARD32 : MLA_POISON_F32;
             memcpy((char *)g->raw + i * 4, &v, 4);
         } else {
-            uint16_t v = guard ? GUARD16 : POISON16;
+            uint16_t v = guard ? GUARD16 : MLA_POISON_BF16;
             memcpy((char *)g->raw + i * 2, &v, 2);
         }
     }
@@ -214,11 +211,11 @@ static int is_poison(const guarded *g, size_t i)
     if (g->esize == 4) {
         uint32_t v;
         memcpy(&v, p, 4);
-        return v == POISON32;
+        return v == MLA_POISON_F32;
     }
     uint16_t v;
     memcpy(&v, p, 2);
-    return v == POISON16;
+    return v == MLA_POISON_BF16;
 }
 
 /* ---- environment for reports ---- */

@@ -55,6 +55,12 @@ static inline mla_bf16 mla_f32_to_bf16(float f)
     return (mla_bf16)(u >> 16);
 }
 
+/* Output poison: NaNs with a payload no arithmetic produces, written into
+ * every output buffer before a backend runs, so an element still holding it
+ * was never written (told apart from a computed NaN). */
+#define MLA_POISON_BF16 ((uint16_t)0xffa5u)
+#define MLA_POISON_F32 ((uint32_t)0xffa5a5a5u)
+
 /* Overflow-checked size arithmetic: return 0 and leave *out untouched on
  * overflow, so every caller can turn a hostile shape into an error. */
 int mla_mul_size(size_t a, size_t b, size_t *out);
