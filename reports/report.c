@@ -121,20 +121,29 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
     return !ferror(f);
 }
 
-mla_status mla_report_write_json(const char *path, const mla_report_meta *meta,
-                                 const mla_case_result *r, size_t n, mla_error *err)
+typedef int (*report_writer)(FILE *, const mla_report_meta *, const mla_case_result *, size_t);
+
+/* Open, write, close: every failure is an I/O error naming the file. */
+static mla_status write_file(const char *path, report_writer w, const mla_report_meta *meta,
+                             const mla_case_result *r, size_t n, mla_error *err)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
         mla_error_set(err, "%s: %s", path, strerror(errno));
         return MLA_ERR_IO;
     }
-    int ok = write_json_file(f, meta, r, n);
+    int ok = w(f, meta, r, n);
     if (fclose(f) != 0 || !ok) {
         mla_error_set(err, "%s: write failed", path);
         return MLA_ERR_IO;
     }
     return MLA_OK;
+}
+
+mla_status mla_report_write_json(const char *path, const mla_report_meta *meta,
+                                 const mla_case_result *r, size_t n, mla_error *err)
+{
+    return write_file(path, write_json_file, meta, r, n, err);
 }
 
 /* ---- counts per backend ---- */
@@ -441,31 +450,17 @@ mla_status mla_report_write_dir(const char *dir, const mla_report_meta *meta,
         mla_error_set(err, "%s: cannot create directory: %s", dir, strerror(errno));
         return MLA_ERR_IO;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/report.json", dir);
-    mla_status st = mla_report_write_json(path, meta, r, n, err);
-    if (st != MLA_OK)
-        return st;
-    snprintf(path, sizeof path, "%s/report.md", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        mla_error_set(err, "%s: %s", path, strerror(errno));
-        return MLA_ERR_IO;
-    }
-    int ok = write_md(f, meta, r, n);
-    if (fclose(f) != 0 || !ok) {
-        mla_error_set(err, "%s: write failed", path);
-        return MLA_ERR_IO;
-    }
-    snprintf(path, sizeof path, "%s/report.html", dir);
-    if (!(f = fopen(path, "w"))) {
-        mla_error_set(err, "%s: %s", path, strerror(errno));
-        return MLA_ERR_IO;
-    }
-    ok = write_html(f, meta, r, n);
-    if (fclose(f) != 0 || !ok) {
-        mla_error_set(err, "%s: write failed", path);
-        return MLA_ERR_IO;
+    const struct {
+        const char *name;
+        report_writer w;
+    } outs[] = {{"report.json", write_json_file}, {"report.md", write_md},
+                {"report.html", write_html}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; ++i) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, outs[i].name);
+        mla_status st = write_file(path, outs[i].w, meta, r, n, err);
+        if (st != MLA_OK)
+            return st;
     }
     return MLA_OK;
 }

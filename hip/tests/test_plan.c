@@ -9,29 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            if (failures < 20) {                                                               \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                           \
-                fprintf(stderr, __VA_ARGS__);                                                  \
-                fputc('\n', stderr);                                                           \
-            }                                                                                  \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
-
-static uint64_t rng_state;
-
-static uint64_t next_u64(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "test_util.h"
 
 static int32_t uniform(int32_t lo, int32_t hi) /* inclusive */
 {
