@@ -230,12 +230,12 @@ __device__ __forceinline__ void pdl_wait()
 // bank groups: cp.async stores of whole rows and ldmatrix reads of 8-row
 // blocks are conflict-free, and wgmma reads it through a descriptor in its
 // 128-byte swizzle mode (8-row groups 1024 bytes apart).
-template <bool SW> __device__ __forceinline__ int toff(int r, int c, int R)
+template <bool SW, int PITCH = DP> __device__ __forceinline__ int toff(int r, int c, int R)
 {
     if constexpr (SW)
         return (c >> 6) * R * 64 + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
     else
-        return r * DP + c;
+        return r * PITCH + c;
 }
 
 // Shared memory written through the generic proxy (cp.async, plain stores)
@@ -392,8 +392,10 @@ __device__ __forceinline__ void s_tile_wg(const bf16_t *Qs, const bf16_t *Kb, fl
 }
 
 // S = Q K^T: warps tile the ROWS x TN scores as MT row tiles x SCG token
-// groups (16 x 16 per warp for 96 rows and 12 warps).
-template <int MT, int NW>
+// groups (16 x 16 per warp for 96 rows and 12 warps). PITCH: smem row pitch
+// of Q and K. PADK > 0 (the per-head baseline): one dot over PADK columns,
+// the zero-filled columns past D included, as upstream's padded 1024 dot.
+template <int MT, int NW, int PITCH = DP, int PADK = 0>
 __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float *Ss, int D,
                                        int Dn, float scale)
 {
@@ -406,13 +408,13 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
 #pragma unroll
     for (int j = 0; j < S_NT; ++j)
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    const bf16_t *qa = Qs + (sr * 16 + (lane & 15)) * DP + (lane >> 4) * 8;
+    const bf16_t *qa = Qs + (sr * 16 + (lane & 15)) * PITCH + (lane >> 4) * 8;
     const int mi = lane >> 3, r8 = lane & 7;
     const int tok_base = sc * S_NT * 8;
     // The 512-wide nope product and the 64-wide rope product: both are whole
     // k16 steps, so 576 costs 36 steps with no padding to a power of two.
-    for (int part = 0; part < 2; ++part) {
-        const int k_lo = part == 0 ? 0 : Dn, k_hi = part == 0 ? Dn : D;
+    for (int part = 0; part < (PADK ? 1 : 2); ++part) {
+        const int k_lo = part == 0 ? 0 : Dn, k_hi = PADK ? PADK : part == 0 ? Dn : D;
 #pragma unroll 4
         for (int kk = k_lo; kk < k_hi; kk += 16) {
             uint32_t a0, a1, a2, a3;
@@ -422,14 +424,14 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
                 for (int np = 0; np < S_NT / 2; ++np) {
                     uint32_t b0, b1, b2, b3;
                     const bf16_t *kp =
-                        Kb + (tok_base + np * 16 + (mi >> 1) * 8 + r8) * DP + kk + (mi & 1) * 8;
+                        Kb + (tok_base + np * 16 + (mi >> 1) * 8 + r8) * PITCH + kk + (mi & 1) * 8;
                     ldsm_x4(b0, b1, b2, b3, kp);
                     mma16816(acc[2 * np], a0, a1, a2, a3, b0, b1);
                     mma16816(acc[2 * np + 1], a0, a1, a2, a3, b2, b3);
                 }
             } else {
                 uint32_t b0, b1;
-                const bf16_t *kp = Kb + (tok_base + r8) * DP + kk + (mi & 1) * 8;
+                const bf16_t *kp = Kb + (tok_base + r8) * PITCH + kk + (mi & 1) * 8;
                 ldsm_x2(b0, b1, kp);
                 mma16816(acc[0], a0, a1, a2, a3, b0, b1);
             }
@@ -447,7 +449,7 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
 
 // O += P V: warps tile ROWS x DV_MAX as RG row groups x CG column groups
 // (32 x 128 per warp for 96 rows and 12 warps: 128 fp32 accumulators).
-template <int MT, int NW, int RG, bool CM> struct PvAcc {
+template <int MT, int NW, int RG, bool CM, int WOFF = 0, int PITCH = DP> struct PvAcc {
     static constexpr int CG = NW / RG;
     static constexpr int WM = 16 * MT / RG;
     static constexpr int PMT = WM / 16;
@@ -468,7 +470,7 @@ template <int MT, int NW, int RG, bool CM> struct PvAcc {
     __device__ __forceinline__ void rescale_mma(const float *Al, const bf16_t *Ps, const bf16_t *Vb,
                                                 int Dv)
     {
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) - WOFF;
         const int pr = warp / CG, pc = warp % CG;
         const int g = lane >> 2;
 #pragma unroll
@@ -496,7 +498,7 @@ template <int MT, int NW, int RG, bool CM> struct PvAcc {
                 const int col0 = pc * WN + np * 16;
                 if (col0 < Dv) {
                     uint32_t b0, b1, b2, b3;
-                    ldsm_x4_t(b0, b1, b2, b3, Vb + toff<CM>(kk + (mi & 1) * 8 + r8, col0 + (mi >> 1) * 8, TN));
+                    ldsm_x4_t(b0, b1, b2, b3, Vb + toff<CM, PITCH>(kk + (mi & 1) * 8 + r8, col0 + (mi >> 1) * 8, TN));
 #pragma unroll
                     for (int i = 0; i < PMT; ++i) {
                         mma16816(acc[i][2 * np], a[i][0], a[i][1], a[i][2], a[i][3], b0, b1);
@@ -510,7 +512,7 @@ template <int MT, int NW, int RG, bool CM> struct PvAcc {
     // f(local_row, col, v0, v1) for the pair (col, col + 1).
     template <typename F> __device__ __forceinline__ void for_each(int Dv, F f) const
     {
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) - WOFF;
         const int pr = warp / CG, pc = warp % CG;
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -541,11 +543,12 @@ __device__ __forceinline__ mfma_ab_t lds4(const bf16_t *p)
     return *(const mfma_ab_t *)p; // 8-byte aligned: pitches and k offsets are multiples of 4
 }
 
-template <int MT, int NW>
+template <int MT, int NW, int PITCH = DP, int PADK = 0>
 __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float *Ss, int D,
                                        int Dn, float scale)
 {
     static_assert((16 * MT) % 32 == 0, "AMD tiles are 32 rows");
+    static_assert(PITCH == DP && PADK == 0, "the padded per-head dot is NVIDIA-only");
     constexpr int NWAVE = NW / 2;
     constexpr int RT = 16 * MT / 32; // 32-row tiles; TN == 32 tokens is one column tile
     const int lane = threadIdx.x & 63, wave = threadIdx.x >> 6;
@@ -567,7 +570,8 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
     }
 }
 
-template <int MT, int NW, int RG, bool CM> struct PvAcc {
+template <int MT, int NW, int RG, bool CM, int WOFF = 0, int PITCH = DP> struct PvAcc {
+    static_assert(WOFF == 0 && PITCH == DP, "AMD: one role, unpadded rows");
     static_assert(!CM, "the swizzled layout is the wgmma path's");
     static constexpr int NWAVE = NW / 2;
     static constexpr int RT = 16 * MT / 32;
@@ -682,7 +686,7 @@ __device__ __forceinline__ int row_of(const Stage1Params &p, int rows, int y, in
 // ---------------------------------------------------------------------------
 // WG: the S product on wgmma (sm_90a) with Q and the K/V tiles in the
 // 128-byte swizzled layout (toff<true>); otherwise mma.sync with padded rows.
-template <int MT, int NW, int RG, typename PT, bool WG>
+template <int MT, int NW, int RG, typename PT, bool WG, int PADK>
 __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
@@ -694,7 +698,9 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // wgmma path: swizzle atoms on 1024-byte boundaries (the launch adds
     // 1024 bytes of slack), Q and the tiles unpadded (D_MAX columns).
-    constexpr int QPITCH = WG ? D_MAX : DP;
+    // PADK (per-head baseline): rows PADK + 8 wide, zero past D.
+    constexpr int QPITCH = WG ? D_MAX : PADK ? PADK + 8 : DP;
+    static_assert(!(WG && PADK), "the padded dot is an mma.sync path");
     unsigned char *base = smem_raw;
 #if defined(MLA_TARGET_NVIDIA)
     if constexpr (WG)
@@ -745,7 +751,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
             for (int c = my_c0; c < chunks; c += TPK)
                 cp_async16(dst + toff<true>(my_tok, c * 8, TN), src + c * 8, ok ? 16 : 0);
         } else {
-            bf16_t *dst = Ks + buf * TN * DP + my_tok * DP;
+            bf16_t *dst = Ks + buf * TN * QPITCH + my_tok * QPITCH;
             for (int c = my_c0; c < chunks; c += TPK)
                 cp_async16(dst + c * 8, src + c * 8, ok ? 16 : 0);
         }
@@ -760,14 +766,25 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
             const bf16_t *src = p.q;
             if (ok)
                 src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
-            cp_async16(Qs + toff<WG>(k, c * 8, ROWS), src, ok ? 16 : 0);
+            cp_async16(Qs + toff<WG, QPITCH>(k, c * 8, ROWS), src, ok ? 16 : 0);
+        }
+        if constexpr (PADK > 0) {
+            // Upstream's masked loads of columns D .. PADK - 1 read zeros;
+            // here they are zeroed once in Q and in every K/V stage (the
+            // gather never writes them).
+            const int pc = (PADK - D) >> 3;
+            for (int idx = tid; idx < (ROWS + STAGES * TN) * pc; idx += NT) {
+                const int r = idx / pc, c = D + (idx - r * pc) * 8;
+                bf16_t *row = r < ROWS ? Qs + r * QPITCH : Ks + (r - ROWS) * QPITCH;
+                *(uint4 *)(row + c) = make_uint4(0, 0, 0, 0);
+            }
         }
         load_tile(0, slot_of(0));
         cp_async_commit();
         slot_next = slot_of(1);
     }
 
-    PvAcc<MT, NW, RG, WG> pv;
+    PvAcc<MT, NW, RG, WG, 0, QPITCH> pv;
     pv.zero();
     const int srow = tid / TPR, sub = tid % TPR;
     float m_run = -INFINITY, l_run = 0.f;
@@ -788,7 +805,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
             s_tile_wg<MT, NW>(Qs, Kb, Ss, D, p.scale_log2);
         else
 #endif
-            s_tile<MT, NW>(Qs, Kb, Ss, D, p.Dv, p.scale_log2);
+            s_tile<MT, NW, QPITCH, PADK>(Qs, Kb, Ss, D, p.Dv, p.scale_log2);
         __syncthreads();
 
         // Online softmax of row srow over this tile (base 2).
@@ -881,6 +898,364 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
             p.part_lse[part_row0 + r] = Lse[tid];
     }
 }
+
+#if defined(MLA_TARGET_NVIDIA)
+// ---------------------------------------------------------------------------
+// Stage 1, warp-specialized (sm_90a; the default fast path for 64 and 96
+// rows on NVIDIA). Why: the single-role kernel above runs gather -> S ->
+// softmax -> PV of a tile one after the other behind __syncthreads, so a CTA
+// is latency-bound (PERF.md versions 9-10: ~4.3 us per 32-token tile even
+// alone on an SM). Here warpgroup 0 gathers the tiles and computes S on
+// wgmma plus the softmax in the wgmma accumulators (no fp32 score tile in
+// shared memory), while the other NPW warps only run O += P V on mma.sync:
+// S of tile t+1 overlaps PV of tile t. Three K/V stages keep the gather two
+// tiles ahead. The two roles hand over through named barriers:
+//   BAR_P_FULL: warpgroup 0 has written P(t) and alpha(t) (arrive), the PV
+//               warps wait (sync);
+//   BAR_P_FREE: the PV warps are done with P(t) and the K/V stage of tile t
+//               (arrive), warpgroup 0 waits before overwriting either.
+// 96 rows need 12 PV warps for the 96 x 512 fp32 accumulator (128 registers
+// each): 512 threads start with 128 registers, and setmaxnreg moves them
+// from warpgroup 0 (56) to the PV warps (152).
+// ---------------------------------------------------------------------------
+constexpr int WS_STAGES = 3;
+// Named barriers; FULL and FREE have one instance per P buffer.
+enum { BAR_S = 1, BAR_P_FULL = 2, BAR_P_FREE = 4 };
+// P buffers: two where shared memory has room (64 rows), so that the PV
+// warps find P(t + 1) written when they finish tile t; 96 rows fill the
+// 227 KB with one.
+template <int ROWS> constexpr int ws_pbufs()
+{
+    return ROWS == 64 ? 2 : 1;
+}
+
+__device__ __forceinline__ void nbar_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void nbar_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+template <int N> __device__ __forceinline__ void cp_async_wait_group()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void regs_inc()
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N> __device__ __forceinline__ void regs_dec()
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+__device__ __forceinline__ void wg_commit()
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void wg_wait()
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// Online softmax (base 2) of two rows held as a wgmma m64n32 accumulator
+// quarter: acc[4j + 0/1] is row r0, tokens 8j + 2t (+1); acc[4j + 2/3] row
+// r0 + 8. The four lanes of a quad share a row. The probabilities stay in
+// registers as packed bf16 (pk[h][j]: row r0 + 8h, tokens 8j + 2t, +1) until
+// the P tile is free: the next chain's wgmma reuses the accumulators.
+__device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
+                                                float (&m_run)[2], float (&l_run)[2],
+                                                uint32_t (&pk)[2][4], float (&alpha)[2])
+{
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float v[8];
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int tok = 8 * j + 2 * t;
+            v[2 * j] = tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
+            v[2 * j + 1] = tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
+            tmax = fmaxf(tmax, fmaxf(v[2 * j], v[2 * j + 1]));
+        }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        const float m_new = fmaxf(m_run[h], tmax);
+        // A row whose max is still -inf has seen nothing: keep exp2 away
+        // from (-inf) - (-inf).
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[h] = exp2f(m_run[h] - m_use);
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float p0 = exp2f(v[2 * j] - m_use), p1 = exp2f(v[2 * j + 1] - m_use);
+            pk[h][j] = pack_bf2(p0, p1);
+            sum += p0 + p1;
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        l_run[h] = l_run[h] * alpha[h] + sum;
+        m_run[h] = m_new;
+    }
+}
+__device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4],
+                                              const float (&alpha)[2], bf16_t *Ps, float *Al)
+{
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            *(uint32_t *)(Ps + (r0 + 8 * h) * PSP + 8 * j + 2 * t) = pk[h][j];
+        if (t == 0)
+            Al[r0 + 8 * h] = alpha[h];
+    }
+}
+
+// S of one 64-row block of Q (descriptor da) against the K tile (db) over
+// the 576 columns (36 k16 steps; the launcher checks D == 576). Descriptors
+// are base + immediate (the address field counts 16-byte units and never
+// carries out for shared addresses). 64 rows: fully unrolled. A rolled loop
+// makes ptxas fence the accumulators in it (C7519, measured 15% slower on
+// the 64-row shapes); the 96-row variant keeps the rolled loop (4 steps per
+// iteration) because the unrolled one needs ~100 registers and warpgroup 0
+// has 56 there.
+template <int ROWS>
+__device__ __forceinline__ void ws_s_chain(float (&acc)[16], uint64_t da, uint64_t db)
+{
+    wg_fence();
+    if constexpr (ROWS == 64) {
+        wgmma_m64n32k16<0>(acc, da, db);
+#pragma unroll
+        for (int k = 1; k < D_MAX / 16; ++k) {
+            const uint32_t in = (uint32_t)(k & 3) * 32u, at = (uint32_t)(k >> 2);
+            wgmma_m64n32k16<1>(acc, da + ((at * (ROWS * 128) + in) >> 4),
+                               db + ((at * (TN * 128) + in) >> 4));
+        }
+    } else {
+        wgmma_m64n32k16<0>(acc, da, db);
+        wgmma_m64n32k16<1>(acc, da + 2, db + 2);
+        wgmma_m64n32k16<1>(acc, da + 4, db + 4);
+        wgmma_m64n32k16<1>(acc, da + 6, db + 6);
+#pragma unroll 1
+        for (int at = 1; at < D_MAX / 64; ++at) {
+            da += (ROWS * 128) >> 4;
+            db += (TN * 128) >> 4;
+            wgmma_m64n32k16<1>(acc, da, db);
+            wgmma_m64n32k16<1>(acc, da + 2, db + 2);
+            wgmma_m64n32k16<1>(acc, da + 4, db + 4);
+            wgmma_m64n32k16<1>(acc, da + 6, db + 6);
+        }
+    }
+    wg_commit();
+}
+
+template <int MT, int NPW, int RG>
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
+{
+    constexpr int ROWS = 16 * MT;
+    constexpr int NT = (NPW + 4) * 32;
+    static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
+    constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
+    constexpr int NPB = ws_pbufs<ROWS>();
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *base =
+        smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
+    bf16_t *Qs = (bf16_t *)base;
+    bf16_t *Ks = Qs + ROWS * D_MAX;
+    bf16_t *Ps = Ks + WS_STAGES * TN * D_MAX; // [NPB][ROWS][PSP]
+    float *Al = (float *)(Ps + NPB * ROWS * PSP); // [NPB][ROWS]
+    float *Linv = Al + NPB * ROWS;
+    float *Lse = Linv + ROWS;
+    // The two Q descriptors, re-read from shared memory every tile: ptxas
+    // would otherwise hoist all 2 x 36 tile-invariant Q descriptors out of
+    // the tile loop into registers that warpgroup 0 does not have.
+    uint64_t *Qdesc = (uint64_t *)(Lse + ROWS);
+
+    pdl_launch_dependents();
+    const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x;
+    const int kv0 = p.kv_indptr[b];
+    const int P = p.kv_indptr[b + 1] - kv0;
+    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
+        return; // whole block: stage 2 reads active splits only
+    int beg, end;
+    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
+    const int n = end - beg;
+    const int q0 = p.qo_indptr[b];
+    const int D = p.D;
+    if (tid == 0) {
+        Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
+        Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
+    }
+    const int chunks = D >> 3;
+    const int ntiles = (n + TN - 1) / TN;
+    // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
+    // wgmma inside a branch it cannot prove uniform is serialized (C7520).
+    const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
+    const bool producer = wg_idx == 0;
+
+    // Gather (warpgroup 0): 4 threads per token, one slot lookup per thread
+    // per tile, prefetched a tile ahead; whole-row requests, conflict-free
+    // stores in the swizzled layout.
+    constexpr int TPK = 128 / TN;
+    const int my_tok = (tid & 127) / TPK, my_c0 = tid % TPK;
+    auto slot_of = [&](int t) -> int64_t {
+        const int gt = beg + t * TN + my_tok;
+        return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+    };
+    auto load_tile = [&](int t, int64_t slot) {
+        if (t >= ntiles)
+            return;
+        const bool ok = slot >= 0;
+        const bf16_t *src = p.kv + (ok ? slot : 0) * p.kv_ss;
+        bf16_t *dst = Ks + (t % WS_STAGES) * TN * D_MAX;
+        for (int c = my_c0; c < chunks; c += TPK)
+            cp_async16(dst + toff<true>(my_tok, c * 8, TN), src + c * 8, ok ? 16 : 0);
+    };
+
+    int64_t slot_next = -1;
+    if (n > 0) {
+        for (int idx = tid; idx < ROWS * chunks; idx += NT) {
+            const int k = idx / chunks, c = idx - k * chunks;
+            bool ok;
+            const int r = row_of(p, ROWS, y, k, ok);
+            const bf16_t *src = p.q;
+            if (ok)
+                src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
+            cp_async16(Qs + toff<true>(k, c * 8, ROWS), src, ok ? 16 : 0);
+        }
+        cp_async_commit();
+        if (producer) {
+            // Tiles 0 .. 2 - NPB ahead (one group each); the loop then
+            // issues tile t + 3 - NPB in iteration t.
+            for (int t = 0; t <= 2 - NPB; ++t) {
+                load_tile(t, slot_of(t));
+                cp_async_commit();
+            }
+            slot_next = slot_of(3 - NPB);
+            cp_async_wait_group<3 - NPB>(); // Q
+        } else {
+            cp_async_wait_all();
+        }
+        fence_proxy_async();
+    }
+    __syncthreads();
+
+    if (producer) {
+        if constexpr (TWO)
+            regs_dec<56>();
+        const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
+        const int rA = 16 * w + (lane >> 2);      // chain A rows rA, rA + 8
+        const int rB = 32 + 16 * w + (lane >> 2); // chain B rows (kept for w >= 2)
+        float mA[2] = {-INFINITY, -INFINITY}, lA[2] = {0.f, 0.f};
+        float mB[2] = {-INFINITY, -INFINITY}, lB[2] = {0.f, 0.f};
+        for (int t = 0; t < ntiles; ++t) {
+            cp_async_wait_group<2 - NPB>(); // tile t landed (newer groups: tiles t + 1 .. t + 2 - NPB)
+            fence_proxy_async();
+            nbar_sync(BAR_S, 128);
+            const uint64_t kb =
+                wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % WS_STAGES) * TN * D_MAX));
+            const int valid = n - t * TN < TN ? n - t * TN : TN;
+            // The products (and as much of the softmax as registers allow)
+            // run before the P tile is free: the PV warps may still be
+            // reading tile t - 1. 96 rows: chain B (rows 32-95, kept 64-95)
+            // first, its probabilities held packed; then chain A, whose
+            // softmax goes straight to shared memory after the wait, so at
+            // most 16 accumulators + 8 packed words are live (warpgroup 0
+            // has 56 registers next to the PV warps' 152).
+            float acc[16];
+            uint32_t pk[2][4];
+            float al[2];
+            if constexpr (TWO) {
+                ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[1], kb);
+                wg_wait<0>();
+                if (w >= 2)
+                    ws_softmax_rows(acc, valid, p.scale_log2, mB, lB, pk, al);
+            }
+            ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
+            wg_wait<0>();
+            if constexpr (!TWO)
+                ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
+            // P buffer t % NPB is free once the PV warps are done with tile
+            // t - NPB; so is that tile's K/V stage, which takes tile
+            // t + 3 - NPB (issued after the hand-over, off its path).
+            const int pb = t % NPB;
+            if (t >= NPB)
+                nbar_sync(BAR_P_FREE + pb, NT);
+            bf16_t *Pb = Ps + pb * ROWS * PSP;
+            float *Ab = Al + pb * ROWS;
+            if constexpr (TWO) {
+                if (w >= 2)
+                    ws_store_rows(rB, pk, al, Pb, Ab);
+                ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
+            }
+            ws_store_rows(rA, pk, al, Pb, Ab);
+            __threadfence_block();
+            nbar_arrive(BAR_P_FULL + pb, NT);
+            load_tile(t + 3 - NPB, slot_next);
+            cp_async_commit(); // possibly empty: keeps the group count per tile
+            slot_next = slot_of(t + 4 - NPB);
+        }
+        for (int t = ntiles - NPB > 0 ? ntiles - NPB : 0; t < ntiles; ++t)
+            nbar_sync(BAR_P_FREE + t % NPB, NT); // the last tiles' releases
+        if ((lane & 3) == 0) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const bool any = lA[h] > 0.f;
+                Linv[rA + 8 * h] = any ? p.v_scale / lA[h] : 0.f;
+                Lse[rA + 8 * h] = any ? (mA[h] + __log2f(lA[h])) * LN2 : -INFINITY;
+                if (TWO && w >= 2) {
+                    const bool anyB = lB[h] > 0.f;
+                    Linv[rB + 8 * h] = anyB ? p.v_scale / lB[h] : 0.f;
+                    Lse[rB + 8 * h] = anyB ? (mB[h] + __log2f(lB[h])) * LN2 : -INFINITY;
+                }
+            }
+        }
+        __syncthreads();
+        if (tid < ROWS) {
+            bool ok;
+            const int r = row_of(p, ROWS, y, tid, ok);
+            if (ok)
+                p.part_lse[((long long)b * p.num_splits + s) * p.HL + r] = Lse[tid];
+        }
+        return;
+    }
+
+    // PV warps.
+    if constexpr (TWO)
+        regs_inc<152>();
+    PvAcc<MT, NPW, RG, true, 4> pv;
+    pv.zero();
+    for (int t = 0; t < ntiles; ++t) {
+        const int pb = t % NPB;
+        nbar_sync(BAR_P_FULL + pb, NT);
+        pv.rescale_mma(Al + pb * ROWS, Ps + pb * ROWS * PSP, Ks + (t % WS_STAGES) * TN * D_MAX, p.Dv);
+        __threadfence_block();
+        nbar_arrive(BAR_P_FREE + pb, NT);
+    }
+    __syncthreads();
+    const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+    pv.for_each(p.Dv, [&](int k, int col, float v0, float v1) {
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        if (ok) {
+            const float sc = Linv[k];
+            Partial<bf16_t>::store2(p.part_o, (part_row0 + r) * p.Dv + col, v0 * sc, v1 * sc);
+        }
+    });
+}
+#endif // MLA_TARGET_NVIDIA
 
 // ---------------------------------------------------------------------------
 // Stage 2: merge of the prefix splits, causal L x L draft block in fp32,
@@ -1219,8 +1594,11 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
 
 namespace mla_dev {
 
-template <int MT, int NW, bool WG = false> constexpr int stage1_smem()
+template <int MT, int NW, bool WG = false, int PADK = 0> constexpr int stage1_smem()
 {
+    if constexpr (PADK > 0)
+        return (16 * MT + STAGES * TN) * (PADK + 8) * 2 + (16 * MT) * SSP * 4 + (16 * MT) * PSP * 2 +
+               3 * (16 * MT) * 4;
     // wgmma path: unpadded rows plus 1024 bytes of slack for the alignment
     // of the swizzle atoms.
     return WG ? 1024 + (16 * MT) * D_MAX * 2 + STAGES * TN * D_MAX * 2 + (16 * MT) * SSP * 4 +
@@ -1229,19 +1607,41 @@ template <int MT, int NW, bool WG = false> constexpr int stage1_smem()
                     3 * (16 * MT) * 4;
 }
 
-template <int MT, int NW, int RG, typename PT, bool WG = false>
+template <int MT, int NW, int RG, typename PT, bool WG = false, int PADK = 0>
 static hipError_t launch_stage1(const Stage1Params &p, dim3 grid, hipStream_t st)
 {
-    const int smem = stage1_smem<MT, NW, WG>();
+    const int smem = stage1_smem<MT, NW, WG, PADK>();
     // Setting a function attribute is no stream operation: legal under
     // graph capture, and cheap enough to repeat.
-    hipError_t e = hipFuncSetAttribute((const void *)stage1_kernel<MT, NW, RG, PT, WG>,
+    hipError_t e = hipFuncSetAttribute((const void *)stage1_kernel<MT, NW, RG, PT, WG, PADK>,
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
-    stage1_kernel<MT, NW, RG, PT, WG><<<grid, NW * 32, smem, st>>>(p);
+    stage1_kernel<MT, NW, RG, PT, WG, PADK><<<grid, NW * 32, smem, st>>>(p);
     return hipGetLastError();
 }
+
+#if defined(MLA_TARGET_NVIDIA)
+template <int MT> constexpr int stage1_ws_smem()
+{
+    // 1024 bytes of slack for the alignment of the swizzle atoms.
+    return 1024 + (16 * MT) * D_MAX * 2 + WS_STAGES * TN * D_MAX * 2 +
+           ws_pbufs<16 * MT>() * (16 * MT) * (PSP * 2 + 4) + 2 * (16 * MT) * 4 + 16;
+}
+static_assert(stage1_ws_smem<6>() <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
+
+template <int MT, int NPW, int RG>
+static hipError_t launch_stage1_ws(const Stage1Params &p, dim3 grid, hipStream_t st)
+{
+    const int smem = stage1_ws_smem<MT>();
+    hipError_t e = hipFuncSetAttribute((const void *)stage1_ws_kernel<MT, NPW, RG>,
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != hipSuccess)
+        return e;
+    stage1_ws_kernel<MT, NPW, RG><<<grid, (NPW + 4) * 32, smem, st>>>(p);
+    return hipGetLastError();
+}
+#endif
 
 template <typename PT>
 static hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl)
@@ -1362,19 +1762,19 @@ int mla_fast_rows(int HL)
 
 // Development switches of the fast tier, read once from the environment so
 // that variants can be validated and timed side by side in one device run:
-//   MLA_GPU_FAST_S=wg|mma     S product of the 64/96-row kernels on wgmma or
-//                             on mma.sync (default: MLA_FAST_S_DEFAULT_WG)
+//   MLA_GPU_FAST_S=ws|ws96|wg|mma
+//                             stage 1 of the 64/96-row shapes on NVIDIA.
+//                             ws (default): the warp-specialized kernel for
+//                             64 rows, mma.sync for 96; ws96: warp-
+//                             specialized for 96 rows too (slower, PERF.md
+//                             version 11); wg / mma: the single-role kernel
+//                             with S on wgmma / mma.sync for both (versions
+//                             1-9)
 //   MLA_GPU_FAST_MIN_SPLIT=n  smallest split (tokens, >= 16) instead of
 //                             MLA_GPU_FAST_MIN_SPLIT
-// mma.sync stays the default: on the H200 (final run of issue 5, PERF.md)
-// the wgmma S product was correct and sanitizer-clean but 6% slower on the
-// 96-row K3 shapes (bs 32 / 16k: 640 vs 601 us) and 1-2% faster on the
-// 64-row DeepSeek shapes, within run-to-run spread.
-#ifndef MLA_FAST_S_DEFAULT_WG
-#define MLA_FAST_S_DEFAULT_WG 0
-#endif
+enum FastVariant { FAST_WS, FAST_WS_ALL, FAST_MMA, FAST_WG };
 struct FastConfig {
-    bool s_mma;
+    FastVariant variant;
     int min_split;
 };
 static const FastConfig &fast_config()
@@ -1382,20 +1782,15 @@ static const FastConfig &fast_config()
     static const FastConfig c = [] {
         FastConfig f;
         const char *e = getenv("MLA_GPU_FAST_S");
-        f.s_mma = e ? strcmp(e, "wg") != 0 : !MLA_FAST_S_DEFAULT_WG;
+        f.variant = !e || !strcmp(e, "ws")  ? FAST_WS
+                    : !strcmp(e, "ws96")    ? FAST_WS_ALL
+                    : !strcmp(e, "wg")      ? FAST_WG
+                                            : FAST_MMA;
         e = getenv("MLA_GPU_FAST_MIN_SPLIT");
         f.min_split = e && atoi(e) >= 16 ? atoi(e) : MLA_GPU_FAST_MIN_SPLIT;
         return f;
     }();
     return c;
-}
-static bool fast_s_mma()
-{
-#if defined(MLA_TARGET_NVIDIA)
-    return fast_config().s_mma;
-#else
-    return true;
-#endif
 }
 
 hipError_t mla_launch_fast(const mla_launch_args &a)
@@ -1413,6 +1808,8 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
     dim3 grid(a.num_splits, (p1.HL + rows - 1) / rows, bs);
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
+    // The warp-specialized kernel unrolls its k loop for 576 columns.
+    const bool ws = (cf.variant == FAST_WS || cf.variant == FAST_WS_ALL) && p1.D == D_MAX;
     if (rows == 16)
         e = launch_stage1<1, 4, 1, bf16_t>(p1, grid, st);
     else
@@ -1421,11 +1818,13 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
         e = launch_stage1<2, 4, 1, bf16_t>(p1, grid, st);
 #if defined(MLA_TARGET_NVIDIA)
     else if (rows == 64)
-        e = fast_s_mma() ? launch_stage1<4, 8, 2, bf16_t>(p1, grid, st)
-                         : launch_stage1<4, 8, 2, bf16_t, true>(p1, grid, st);
+        e = ws ? launch_stage1_ws<4, 8, 2>(p1, grid, st)
+            : cf.variant == FAST_WG ? launch_stage1<4, 8, 2, bf16_t, true>(p1, grid, st)
+                                    : launch_stage1<4, 8, 2, bf16_t>(p1, grid, st);
     else
-        e = fast_s_mma() ? launch_stage1<6, 12, 3, bf16_t>(p1, grid, st)
-                         : launch_stage1<6, 12, 3, bf16_t, true>(p1, grid, st);
+        e = ws && cf.variant == FAST_WS_ALL ? launch_stage1_ws<6, 12, 3>(p1, grid, st)
+            : cf.variant == FAST_WG ? launch_stage1<6, 12, 3, bf16_t, true>(p1, grid, st)
+                                    : launch_stage1<6, 12, 3, bf16_t>(p1, grid, st);
 #else
     else if (rows == 64)
         e = launch_stage1<4, 8, 2, bf16_t>(p1, grid, st);
@@ -1438,6 +1837,15 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
     // per-head baseline keeps upstream's two plain launches.
     return launch_stage2<bf16_t>(p2, bs, st, true);
 }
+
+// The per-head baseline's S dot runs over the 576 columns padded to the next
+// power of two, 1024 (SPEC section 4: upstream's verify_splitkv loads the
+// head dim with BLOCK_DMODEL = next_pow2(576) and a mask, then one tl.dot);
+// the zero columns cost what they cost upstream: 64 instead of 36 k16 steps
+// and 1024-wide tiles in shared memory. (NVIDIA; the AMD build keeps 576.)
+#if defined(MLA_TARGET_NVIDIA)
+constexpr int PERHEAD_PADK = 1024;
+#endif
 
 hipError_t mla_launch_perhead(const mla_launch_args &a)
 {
@@ -1457,7 +1865,7 @@ hipError_t mla_launch_perhead(const mla_launch_args &a)
     dim3 grid(a.num_splits, p1.H * ((p1.L + ROWS - 1) / ROWS), bs);
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
-    e = launch_stage1<1, 4, 1, float>(p1, grid, st);
+    e = launch_stage1<1, 4, 1, float, false, PERHEAD_PADK>(p1, grid, st);
 #else
     e = launch_stage1<2, 4, 1, float>(p1, grid, st);
 #endif
@@ -1519,18 +1927,14 @@ int mla_generic_smem_bytes(int D, int Dv)
 {
     return (D + 4 * Dv + 8) * 4;
 }
-int mla_stage1_smem_bytes(int rows)
-{
-    return rows == 16 ? stage1_smem<1, 4>() : rows == 32 ? stage1_smem<2, 4>() : rows == 64 ? stage1_smem<4, 8>() : stage1_smem<6, 12>();
-}
 
 #else
 // Device-only compile check: instantiate what the launchers would.
 namespace mla_dev {
-template __global__ void stage1_kernel<2, 4, 1, bf16_t, false>(Stage1Params);
-template __global__ void stage1_kernel<4, 8, 2, bf16_t, false>(Stage1Params);
-template __global__ void stage1_kernel<6, 12, 3, bf16_t, false>(Stage1Params);
-template __global__ void stage1_kernel<2, 4, 1, float, false>(Stage1Params);
+template __global__ void stage1_kernel<2, 4, 1, bf16_t, false, 0>(Stage1Params);
+template __global__ void stage1_kernel<4, 8, 2, bf16_t, false, 0>(Stage1Params);
+template __global__ void stage1_kernel<6, 12, 3, bf16_t, false, 0>(Stage1Params);
+template __global__ void stage1_kernel<2, 4, 1, float, false, 0>(Stage1Params);
 template __global__ void stage2_kernel<bf16_t>(Stage2Params);
 template __global__ void stage2_kernel<float>(Stage2Params);
 } // namespace mla_dev

@@ -19,7 +19,6 @@ hipError_t mla_launch_perhead(const mla_launch_args &a);
 hipError_t mla_launch_generic(const mla_gpu_args &g, void *stream);
 /* Rows per stage-1 CTA of the fast tier for H * L flattened rows. */
 int mla_fast_rows(int HL);
-int mla_stage1_smem_bytes(int rows);
 int mla_generic_smem_bytes(int D, int Dv);
 long long mla_stage2_smem_bytes(int L, int NS, int D);
 

@@ -91,10 +91,13 @@ if want ab; then
     for v in ${AB_VARIANTS:-wg mma}; do
         case $v in
             wg) ev=MLA_GPU_FAST_S=wg ;;
+            ws) ev=MLA_GPU_FAST_S=ws ;;
+            ws96) ev=MLA_GPU_FAST_S=ws96 ;;
             mma) ev=MLA_GPU_FAST_S=mma ;;
             ms32) ev=MLA_GPU_FAST_MIN_SPLIT=32 ;;
             *) ev=$v ;; # NAME=VALUE
         esac
+        mkdir -p /tmp/ab_$v
         step ab_$v ${AB_TIMEOUT:-90} env $ev "$work/bin/mla-bench" --no-ceilings --backends fast --cases "$cases" --out /tmp/ab_$v
         grep -E '^fast ' "$out/ab_$v.txt" | sed "s/^/$v /" >>"$out/ab.txt"
     done
@@ -124,6 +127,10 @@ if want sass; then
     } >"$out/sass.txt" 2>&1
     tail -n 40 "$out/sass.txt" >>"$log"
 fi
+if want wssass; then
+    # SASS of the warp-specialized stage-1 kernels (HGMMA chain, fences, spills).
+    cuobjdump -sass "$work/bin/libmla_gpu.a" 2>/dev/null | awk '/Function :/ { f = ($0 ~ /ws_kernel/) } f' >"$out/wssass.txt"
+fi
 if want sanitize; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     step memcheck 120 "$cs" --tool memcheck --error-exitcode 3 "$work/bin/test_gpu" k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1
@@ -136,7 +143,7 @@ if want ncu; then
         step ncu_${c//,/_} 150 ncu --clock-control none --cache-control none -k regex:stage -s ${NCU_SKIP:-12} -c 2 \
             --section SpeedOfLight \
             --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
-            --section Occupancy --section LaunchStats \
+            --section Occupancy --section LaunchStats ${NCU_EXTRA:-} \
             "$work/bin/mla-bench" --only "$c" --no-ceilings --backends fast --out /tmp
     done
 fi
