@@ -190,6 +190,18 @@ __device__ __forceinline__ void cp_async16(void *smem_dst, const void *gsrc, int
     *(uint4 *)smem_dst = v;
 #endif
 }
+// The same with a shared-state-space address (no conversion per copy).
+__device__ __forceinline__ void cp_async16_s(uint32_t s, const void *gsrc, int src_bytes)
+{
+#if defined(MLA_TARGET_NVIDIA)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gsrc),
+                 "r"(src_bytes));
+#else
+    (void)s;
+    (void)gsrc;
+    (void)src_bytes;
+#endif
+}
 __device__ __forceinline__ void cp_async_commit()
 {
 #if defined(MLA_TARGET_NVIDIA)
@@ -329,6 +341,32 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t da, uin
     (void)db;
     __trap(); // the launcher selects this path only for sm_90a builds
 #endif
+}
+// D[64 x 256] += A[64 x 16] B[16 x 256]: A (P) K-major, B (V) MN-major
+// (transpose-b 1), both 128-byte swizzled in shared memory; D fp32, the
+// m64n32 layout repeated over 32 8-column blocks (128 registers).
+__device__ __forceinline__ void wgmma_m64n256k16_tb(float (&d)[128], uint64_t da, uint64_t db)
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db));
+#else
+    (void)d;
+    (void)da;
+    (void)db;
+    __trap();
+#endif
+}
+// Descriptor of an MN-major operand in the 128-byte swizzled layout of the
+// K/V tiles: 64-element MN atoms TN * 128 bytes apart (leading offset),
+// 8-row K groups 1024 bytes apart (stride offset).
+__device__ __forceinline__ uint64_t wg_desc_mn_sw128(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3ffffu) >> 4) | ((uint64_t)((TN * 128) >> 4) << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
 __device__ __forceinline__ void wg_fence()
 {
@@ -918,16 +956,13 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 // each): 512 threads start with 128 registers, and setmaxnreg moves them
 // from warpgroup 0 (56) to the PV warps (152).
 // ---------------------------------------------------------------------------
-constexpr int WS_STAGES = 3;
-// Named barriers; FULL and FREE have one instance per P buffer.
-enum { BAR_S = 1, BAR_P_FULL = 2, BAR_P_FREE = 4 };
-// P buffers: two where shared memory has room (64 rows), so that the PV
-// warps find P(t + 1) written when they finish tile t; 96 rows fill the
-// 227 KB with one.
-template <int ROWS> constexpr int ws_pbufs()
+// K/V stages in flight: 4 for 64 rows (the gather runs three tiles ahead),
+// 3 for 96 rows (a 110 KB Q leaves no room for a fourth).
+template <int ROWS> constexpr int ws_stages()
 {
-    return ROWS == 64 ? 2 : 1;
+    return ROWS == 64 ? 4 : 3;
 }
+enum { BAR_S = 1, BAR_P_FULL = 2, BAR_P_FREE = 3 };
 
 __device__ __forceinline__ void nbar_sync(int id, int n)
 {
@@ -1007,6 +1042,8 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
         m_run[h] = m_new;
     }
 }
+// SW: P in the 128-byte swizzled K-major layout of a 64-row wgmma operand.
+template <bool SW>
 __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4],
                                               const float (&alpha)[2], bf16_t *Ps, float *Al)
 {
@@ -1014,8 +1051,10 @@ __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4]
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            *(uint32_t *)(Ps + (r0 + 8 * h) * PSP + 8 * j + 2 * t) = pk[h][j];
+        for (int j = 0; j < 4; ++j) {
+            const int r = r0 + 8 * h, c = 8 * j + 2 * t;
+            *(uint32_t *)(Ps + (SW ? toff<true>(r, c, 64) : r * PSP + c)) = pk[h][j];
+        }
         if (t == 0)
             Al[r0 + 8 * h] = alpha[h];
     }
@@ -1066,20 +1105,28 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     constexpr int NT = (NPW + 4) * 32;
     static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
-    constexpr int NPB = ws_pbufs<ROWS>();
+    constexpr int STG = ws_stages<ROWS>();
+    // 64 rows: PV on wgmma too (two warpgroups, 256 output columns each,
+    // m64n256k16 from P and V in shared memory, 128 accumulators). 96 rows
+    // do not fit wgmma's 64-row blocks: mma.sync PV warps (PvAcc).
+    constexpr bool PVWG = ROWS == 64;
+    static_assert(!PVWG || NPW == 8, "wgmma PV: two warpgroups");
+    // P: the 128-byte swizzled K-major layout (an atom of 64 columns, 32
+    // used) when wgmma reads it, padded rows for ldmatrix otherwise.
+    constexpr int PBYTES = PVWG ? ROWS * 128 : ROWS * PSP * 2;
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base =
         smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
     bf16_t *Qs = (bf16_t *)base;
     bf16_t *Ks = Qs + ROWS * D_MAX;
-    bf16_t *Ps = Ks + WS_STAGES * TN * D_MAX; // [NPB][ROWS][PSP]
-    float *Al = (float *)(Ps + NPB * ROWS * PSP); // [NPB][ROWS]
-    float *Linv = Al + NPB * ROWS;
+    bf16_t *Ps = Ks + STG * TN * D_MAX; // 1024-byte aligned
+    float *Al = (float *)((unsigned char *)Ps + PBYTES);
+    float *Linv = Al + ROWS;
     float *Lse = Linv + ROWS;
     // The two Q descriptors, re-read from shared memory every tile: ptxas
-    // would otherwise hoist all 2 x 36 tile-invariant Q descriptors out of
-    // the tile loop into registers that warpgroup 0 does not have.
+    // would otherwise hoist all tile-invariant Q descriptors out of the
+    // tile loop into registers.
     uint64_t *Qdesc = (uint64_t *)(Lse + ROWS);
 
     pdl_launch_dependents();
@@ -1114,14 +1161,25 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         const int gt = beg + t * TN + my_tok;
         return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
     };
+    // Thread (my_tok, my_c0) copies chunks c = my_c0 + 4j, j < 18, of its
+    // row: c / 8 = j / 2 and c % 8 = my_c0 + 4 (j % 2), so the swizzled
+    // destinations are two per-thread offsets plus immediates, and the
+    // sources one base plus immediates (D == 576 here). Address arithmetic
+    // per chunk was half of warpgroup 0's time (ncu source counters).
+    static_assert(TPK == 4 && D_MAX == 576, "gather unrolling");
+    const uint32_t ks_base = (uint32_t)__cvta_generic_to_shared(Ks);
+    const uint32_t dst_even = (uint32_t)(my_tok * 128 + ((my_c0 ^ (my_tok & 7)) << 4));
+    const uint32_t dst_odd = (uint32_t)(my_tok * 128 + (((my_c0 + 4) ^ (my_tok & 7)) << 4));
     auto load_tile = [&](int t, int64_t slot) {
         if (t >= ntiles)
             return;
         const bool ok = slot >= 0;
-        const bf16_t *src = p.kv + (ok ? slot : 0) * p.kv_ss;
-        bf16_t *dst = Ks + (t % WS_STAGES) * TN * D_MAX;
-        for (int c = my_c0; c < chunks; c += TPK)
-            cp_async16(dst + toff<true>(my_tok, c * 8, TN), src + c * 8, ok ? 16 : 0);
+        const unsigned char *src = (const unsigned char *)(p.kv + (ok ? slot : 0) * p.kv_ss + my_c0 * 8);
+        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
+        const int nb = ok ? 16 : 0;
+#pragma unroll
+        for (int j = 0; j < D_MAX / 32; ++j)
+            cp_async16_s(st + (j & 1 ? dst_odd : dst_even) + (uint32_t)((j >> 1) * TN * 128), src + 64 * j, nb);
     };
 
     int64_t slot_next = -1;
@@ -1137,14 +1195,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
         cp_async_commit();
         if (producer) {
-            // Tiles 0 .. 2 - NPB ahead (one group each); the loop then
-            // issues tile t + 3 - NPB in iteration t.
-            for (int t = 0; t <= 2 - NPB; ++t) {
+            // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
+            // issues tile t + STG - 1 into the stage tile t - 1 leaves.
+            for (int t = 0; t < STG - 1; ++t) {
                 load_tile(t, slot_of(t));
                 cp_async_commit();
             }
-            slot_next = slot_of(3 - NPB);
-            cp_async_wait_group<3 - NPB>(); // Q
+            slot_next = slot_of(STG - 1);
+            cp_async_wait_group<STG - 1>(); // Q
         } else {
             cp_async_wait_all();
         }
@@ -1161,11 +1219,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         float mA[2] = {-INFINITY, -INFINITY}, lA[2] = {0.f, 0.f};
         float mB[2] = {-INFINITY, -INFINITY}, lB[2] = {0.f, 0.f};
         for (int t = 0; t < ntiles; ++t) {
-            cp_async_wait_group<2 - NPB>(); // tile t landed (newer groups: tiles t + 1 .. t + 2 - NPB)
+            cp_async_wait_group<STG - 2>(); // tile t landed (newer groups: t + 1 .. t + STG - 2)
             fence_proxy_async();
             nbar_sync(BAR_S, 128);
             const uint64_t kb =
-                wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % WS_STAGES) * TN * D_MAX));
+                wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
             const int valid = n - t * TN < TN ? n - t * TN : TN;
             // The products (and as much of the softmax as registers allow)
             // run before the P tile is free: the PV warps may still be
@@ -1187,28 +1245,27 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             wg_wait<0>();
             if constexpr (!TWO)
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
-            // P buffer t % NPB is free once the PV warps are done with tile
-            // t - NPB; so is that tile's K/V stage, which takes tile
-            // t + 3 - NPB (issued after the hand-over, off its path).
-            const int pb = t % NPB;
-            if (t >= NPB)
-                nbar_sync(BAR_P_FREE + pb, NT);
-            bf16_t *Pb = Ps + pb * ROWS * PSP;
-            float *Ab = Al + pb * ROWS;
+            // P is free once the PV warps are done with tile t - 1; so is
+            // that tile's K/V stage, which then takes tile t + STG - 1
+            // (issued after the hand-over, off its path).
+            if (t > 0)
+                nbar_sync(BAR_P_FREE, NT);
             if constexpr (TWO) {
                 if (w >= 2)
-                    ws_store_rows(rB, pk, al, Pb, Ab);
+                    ws_store_rows<PVWG>(rB, pk, al, Ps, Al);
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
             }
-            ws_store_rows(rA, pk, al, Pb, Ab);
+            ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
+            if constexpr (PVWG)
+                fence_proxy_async(); // wgmma (async proxy) reads P
             __threadfence_block();
-            nbar_arrive(BAR_P_FULL + pb, NT);
-            load_tile(t + 3 - NPB, slot_next);
-            cp_async_commit(); // possibly empty: keeps the group count per tile
-            slot_next = slot_of(t + 4 - NPB);
+            nbar_arrive(BAR_P_FULL, NT);
+            load_tile(t + STG - 1, slot_next);
+            cp_async_commit(); // possibly empty: keeps one group per tile
+            slot_next = slot_of(t + STG);
         }
-        for (int t = ntiles - NPB > 0 ? ntiles - NPB : 0; t < ntiles; ++t)
-            nbar_sync(BAR_P_FREE + t % NPB, NT); // the last tiles' releases
+        if (ntiles > 0)
+            nbar_sync(BAR_P_FREE, NT); // the last tile's release
         if ((lane & 3) == 0) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
@@ -1232,28 +1289,76 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         return;
     }
 
-    // PV warps.
-    if constexpr (TWO)
-        regs_inc<152>();
-    PvAcc<MT, NPW, RG, true, 4> pv;
-    pv.zero();
-    for (int t = 0; t < ntiles; ++t) {
-        const int pb = t % NPB;
-        nbar_sync(BAR_P_FULL + pb, NT);
-        pv.rescale_mma(Al + pb * ROWS, Ps + pb * ROWS * PSP, Ks + (t % WS_STAGES) * TN * D_MAX, p.Dv);
-        __threadfence_block();
-        nbar_arrive(BAR_P_FREE + pb, NT);
-    }
-    __syncthreads();
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
-    pv.for_each(p.Dv, [&](int k, int col, float v0, float v1) {
-        bool ok;
-        const int r = row_of(p, ROWS, y, k, ok);
-        if (ok) {
-            const float sc = Linv[k];
-            Partial<bf16_t>::store2(p.part_o, (part_row0 + r) * p.Dv + col, v0 * sc, v1 * sc);
+    if constexpr (PVWG) {
+        // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
+        // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
+        const int c0 = 256 * (wg_idx - 1);
+        const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
+        const uint64_t dp = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ps));
+        float acc[128];
+#pragma unroll
+        for (int i = 0; i < 128; ++i)
+            acc[i] = 0.f;
+        for (int t = 0; t < ntiles; ++t) {
+            nbar_sync(BAR_P_FULL, NT);
+            const float a0 = Al[r0], a1 = Al[r0 + 8];
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                acc[4 * j] *= a0;
+                acc[4 * j + 1] *= a0;
+                acc[4 * j + 2] *= a1;
+                acc[4 * j + 3] *= a1;
+            }
+            // V columns c0 .. c0 + 255 of the tile: atoms c0 / 64 .., a
+            // k16 step is 16 token rows (2048 bytes) further.
+            const uint64_t dv = wg_desc_mn_sw128(
+                (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + (c0 / 64) * TN * 64));
+            wg_fence();
+            wgmma_m64n256k16_tb(acc, dp, dv);
+            wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
+            wg_commit();
+            wg_wait<0>();
+            __threadfence_block();
+            nbar_arrive(BAR_P_FREE, NT);
         }
-    });
+        __syncthreads();
+        const float s0 = Linv[r0], s1 = Linv[r0 + 8];
+        bool ok0, ok1;
+        const int g0 = row_of(p, ROWS, y, r0, ok0), g1 = row_of(p, ROWS, y, r0 + 8, ok1);
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int col = c0 + 8 * j + 2 * tq;
+            if (col < p.Dv) {
+                if (ok0)
+                    Partial<bf16_t>::store2(p.part_o, (part_row0 + g0) * p.Dv + col, acc[4 * j] * s0,
+                                            acc[4 * j + 1] * s0);
+                if (ok1)
+                    Partial<bf16_t>::store2(p.part_o, (part_row0 + g1) * p.Dv + col, acc[4 * j + 2] * s1,
+                                            acc[4 * j + 3] * s1);
+            }
+        }
+    } else {
+        if constexpr (TWO)
+            regs_inc<152>();
+        PvAcc<MT, NPW, RG, true, 4> pv;
+        pv.zero();
+        for (int t = 0; t < ntiles; ++t) {
+            nbar_sync(BAR_P_FULL, NT);
+            pv.rescale_mma(Al, Ps, Ks + (t % STG) * TN * D_MAX, p.Dv);
+            __threadfence_block();
+            nbar_arrive(BAR_P_FREE, NT);
+        }
+        __syncthreads();
+        pv.for_each(p.Dv, [&](int k, int col, float v0, float v1) {
+            bool ok;
+            const int r = row_of(p, ROWS, y, k, ok);
+            if (ok) {
+                const float sc = Linv[k];
+                Partial<bf16_t>::store2(p.part_o, (part_row0 + r) * p.Dv + col, v0 * sc, v1 * sc);
+            }
+        });
+    }
 }
 #endif // MLA_TARGET_NVIDIA
 
@@ -1624,10 +1729,12 @@ static hipError_t launch_stage1(const Stage1Params &p, dim3 grid, hipStream_t st
 #if defined(MLA_TARGET_NVIDIA)
 template <int MT> constexpr int stage1_ws_smem()
 {
-    // 1024 bytes of slack for the alignment of the swizzle atoms.
-    return 1024 + (16 * MT) * D_MAX * 2 + WS_STAGES * TN * D_MAX * 2 +
-           ws_pbufs<16 * MT>() * (16 * MT) * (PSP * 2 + 4) + 2 * (16 * MT) * 4 + 16;
+    // 1024 bytes of slack for the alignment of the swizzle atoms; P as in
+    // stage1_ws_kernel (PBYTES); Al, Linv, Lse; two Q descriptors.
+    return 1024 + (16 * MT) * D_MAX * 2 + ws_stages<16 * MT>() * TN * D_MAX * 2 +
+           (MT == 4 ? (16 * MT) * 128 : (16 * MT) * PSP * 2) + 3 * (16 * MT) * 4 + 16;
 }
+static_assert(stage1_ws_smem<4>() <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem<6>() <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
 
 template <int MT, int NPW, int RG>
