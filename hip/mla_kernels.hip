@@ -368,6 +368,33 @@ __device__ __forceinline__ uint64_t wg_desc_mn_sw128(uint32_t saddr)
     return (uint64_t)((saddr & 0x3ffffu) >> 4) | ((uint64_t)((TN * 128) >> 4) << 16) |
            ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
+// D[64 x 96] += A[64 x 16] B[16 x 96] for the swapped PV product of the
+// 96-row kernel (O^T = V^T P^T): A = V^T, MN-major (transpose-a 1) in the
+// 128-byte swizzled K/V tile; B = P^T, K-major, no swizzle (P rows of 64
+// bytes); D fp32 in the m64n32 layout over 12 8-column blocks.
+__device__ __forceinline__ void wgmma_m64n96k16_ta(float (&d)[48], uint64_t da, uint64_t db)
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, %48, %49, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+                 : "l"(da), "l"(db));
+#else
+    (void)d;
+    (void)da;
+    (void)db;
+    __trap();
+#endif
+}
+// K-major operand without swizzle: 8-row x 16-byte core matrices stored
+// contiguously, 128 bytes apart along K (leading offset) and 512 bytes
+// apart along N (stride offset): P rows of 32 tokens, 8-row groups.
+__device__ __forceinline__ uint64_t wg_desc_kint(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3ffffu) >> 4) | ((uint64_t)(128 >> 4) << 16) |
+           ((uint64_t)(512 >> 4) << 32);
+}
 __device__ __forceinline__ void wg_fence()
 {
 #if defined(MLA_HAVE_WGMMA)
@@ -1042,7 +1069,9 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
         m_run[h] = m_new;
     }
 }
-// SW: P in the 128-byte swizzled K-major layout of a 64-row wgmma operand.
+// P layouts of the PV operand: 64 rows, the 128-byte swizzled K-major layout
+// of an m64 A operand; 96 rows, K-major without swizzle (8 x 16-byte core
+// matrices, 4 per 8-row group: 64-byte rows, the 6 KB that fit).
 template <bool SW>
 __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4],
                                               const float (&alpha)[2], bf16_t *Ps, float *Al)
@@ -1053,7 +1082,8 @@ __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4]
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int r = r0 + 8 * h, c = 8 * j + 2 * t;
-            *(uint32_t *)(Ps + (SW ? toff<true>(r, c, 64) : r * PSP + c)) = pk[h][j];
+            *(uint32_t *)(Ps + (SW ? toff<true>(r, c, 64) : (r >> 3) * 256 + (c >> 3) * 64 + (r & 7) * 8 + (c & 7))) =
+                pk[h][j];
         }
         if (t == 0)
             Al[r0 + 8 * h] = alpha[h];
@@ -1106,14 +1136,17 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
     constexpr int STG = ws_stages<ROWS>();
-    // 64 rows: PV on wgmma too (two warpgroups, 256 output columns each,
-    // m64n256k16 from P and V in shared memory, 128 accumulators). 96 rows
-    // do not fit wgmma's 64-row blocks: mma.sync PV warps (PvAcc).
+    // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
+    // (256 output columns each, 128 accumulators). 96 rows do not fit
+    // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
+    // V^T P^T as m64n96k16 over four 64-column dv blocks per warpgroup (192
+    // accumulators; setmaxnreg gives the PV warps 224 registers).
     constexpr bool PVWG = ROWS == 64;
-    static_assert(!PVWG || NPW == 8, "wgmma PV: two warpgroups");
-    // P: the 128-byte swizzled K-major layout (an atom of 64 columns, 32
-    // used) when wgmma reads it, padded rows for ldmatrix otherwise.
-    constexpr int PBYTES = PVWG ? ROWS * 128 : ROWS * PSP * 2;
+    static_assert(NPW == 8, "PV: two warpgroups");
+    (void)RG;
+    // P: 64 rows, 128-byte swizzled K-major (an atom of 64 columns, 32
+    // used); 96 rows, K-major without swizzle (64-byte rows).
+    constexpr int PBYTES = PVWG ? ROWS * 128 : ROWS * TN * 2;
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base =
@@ -1231,7 +1264,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // first, its probabilities held packed; then chain A, whose
             // softmax goes straight to shared memory after the wait, so at
             // most 16 accumulators + 8 packed words are live (warpgroup 0
-            // has 56 registers next to the PV warps' 152).
+            // has 56 registers next to the PV warps' 224).
             float acc[16];
             uint32_t pk[2][4];
             float al[2];
@@ -1256,8 +1289,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
             }
             ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
-            if constexpr (PVWG)
-                fence_proxy_async(); // wgmma (async proxy) reads P
+            fence_proxy_async(); // wgmma (async proxy) reads P
             __threadfence_block();
             nbar_arrive(BAR_P_FULL, NT);
             load_tile(t + STG - 1, slot_next);
@@ -1339,25 +1371,67 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             }
         }
     } else {
-        if constexpr (TWO)
-            regs_inc<152>();
-        PvAcc<MT, NPW, RG, true, 4> pv;
-        pv.zero();
+        // Swapped product: warpgroup g (1 or 2) owns dv blocks 4 (g - 1) ..
+        // + 3; thread rows (dv) r0, r0 + 8 of each block, columns (query
+        // rows) 8j + 2tq and + 1.
+        regs_inc<224>();
+        const int mb0 = 4 * (wg_idx - 1);
+        const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
+        const uint64_t dp = wg_desc_kint((uint32_t)__cvta_generic_to_shared(Ps));
+        float acc[4][48];
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+#pragma unroll
+            for (int i = 0; i < 48; ++i)
+                acc[m][i] = 0.f;
         for (int t = 0; t < ntiles; ++t) {
             nbar_sync(BAR_P_FULL, NT);
-            pv.rescale_mma(Al, Ps, Ks + (t % STG) * TN * D_MAX, p.Dv);
+#pragma unroll
+            for (int j = 0; j < 12; ++j) {
+                const float2 a = *(const float2 *)(Al + 8 * j + 2 * tq);
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    acc[m][4 * j] *= a.x;
+                    acc[m][4 * j + 1] *= a.y;
+                    acc[m][4 * j + 2] *= a.x;
+                    acc[m][4 * j + 3] *= a.y;
+                }
+            }
+            const uint32_t vs =
+                (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + mb0 * TN * 64);
+            wg_fence();
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                const uint64_t dv = wg_desc_mn_sw128(vs + (uint32_t)(m * TN * 128));
+                wgmma_m64n96k16_ta(acc[m], dv, dp);
+                wgmma_m64n96k16_ta(acc[m], dv + (2048 >> 4), dp + (256 >> 4));
+            }
+            wg_commit();
+            wg_wait<0>();
             __threadfence_block();
             nbar_arrive(BAR_P_FREE, NT);
         }
         __syncthreads();
-        pv.for_each(p.Dv, [&](int k, int col, float v0, float v1) {
-            bool ok;
-            const int r = row_of(p, ROWS, y, k, ok);
-            if (ok) {
+#pragma unroll
+        for (int j = 0; j < 12; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int k = 8 * j + 2 * tq + e;
+                bool ok;
+                const int r = row_of(p, ROWS, y, k, ok);
+                if (!ok)
+                    continue;
                 const float sc = Linv[k];
-                Partial<bf16_t>::store2(p.part_o, (part_row0 + r) * p.Dv + col, v0 * sc, v1 * sc);
+                bf16_t *dst = (bf16_t *)p.part_o + (part_row0 + r) * p.Dv;
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const int c = 64 * (mb0 + m) + r0;
+                    if (c < p.Dv)
+                        dst[c] = f2bf(acc[m][4 * j + e] * sc);
+                    if (c + 8 < p.Dv)
+                        dst[c + 8] = f2bf(acc[m][4 * j + 2 + e] * sc);
+                }
             }
-        });
     }
 }
 #endif // MLA_TARGET_NVIDIA
@@ -1732,7 +1806,7 @@ template <int MT> constexpr int stage1_ws_smem()
     // 1024 bytes of slack for the alignment of the swizzle atoms; P as in
     // stage1_ws_kernel (PBYTES); Al, Linv, Lse; two Q descriptors.
     return 1024 + (16 * MT) * D_MAX * 2 + ws_stages<16 * MT>() * TN * D_MAX * 2 +
-           (MT == 4 ? (16 * MT) * 128 : (16 * MT) * PSP * 2) + 3 * (16 * MT) * 4 + 16;
+           (MT == 4 ? (16 * MT) * 128 : (16 * MT) * TN * 2) + 3 * (16 * MT) * 4 + 16;
 }
 static_assert(stage1_ws_smem<4>() <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem<6>() <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
@@ -1869,17 +1943,14 @@ int mla_fast_rows(int HL)
 
 // Development switches of the fast tier, read once from the environment so
 // that variants can be validated and timed side by side in one device run:
-//   MLA_GPU_FAST_S=ws|ws96|wg|mma
-//                             stage 1 of the 64/96-row shapes on NVIDIA.
-//                             ws (default): the warp-specialized kernel for
-//                             64 rows, mma.sync for 96; ws96: warp-
-//                             specialized for 96 rows too (slower, PERF.md
-//                             version 11); wg / mma: the single-role kernel
-//                             with S on wgmma / mma.sync for both (versions
+//   MLA_GPU_FAST_S=ws|wg|mma  stage 1 of the 64/96-row shapes on NVIDIA: the
+//                             warp-specialized kernel (ws, default; PERF.md
+//                             versions 11-15), or the single-role kernel with
+//                             S on wgmma (wg) or on mma.sync (mma; versions
 //                             1-9)
 //   MLA_GPU_FAST_MIN_SPLIT=n  smallest split (tokens, >= 16) instead of
 //                             MLA_GPU_FAST_MIN_SPLIT
-enum FastVariant { FAST_WS, FAST_WS_ALL, FAST_MMA, FAST_WG };
+enum FastVariant { FAST_WS, FAST_MMA, FAST_WG };
 struct FastConfig {
     FastVariant variant;
     int min_split;
@@ -1889,10 +1960,7 @@ static const FastConfig &fast_config()
     static const FastConfig c = [] {
         FastConfig f;
         const char *e = getenv("MLA_GPU_FAST_S");
-        f.variant = !e || !strcmp(e, "ws")  ? FAST_WS
-                    : !strcmp(e, "ws96")    ? FAST_WS_ALL
-                    : !strcmp(e, "wg")      ? FAST_WG
-                                            : FAST_MMA;
+        f.variant = !e || !strcmp(e, "ws") ? FAST_WS : !strcmp(e, "wg") ? FAST_WG : FAST_MMA;
         e = getenv("MLA_GPU_FAST_MIN_SPLIT");
         f.min_split = e && atoi(e) >= 16 ? atoi(e) : MLA_GPU_FAST_MIN_SPLIT;
         return f;
@@ -1916,7 +1984,7 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
     // The warp-specialized kernel unrolls its k loop for 576 columns.
-    const bool ws = (cf.variant == FAST_WS || cf.variant == FAST_WS_ALL) && p1.D == D_MAX;
+    const bool ws = cf.variant == FAST_WS && p1.D == D_MAX;
     if (rows == 16)
         e = launch_stage1<1, 4, 1, bf16_t>(p1, grid, st);
     else
@@ -1929,7 +1997,7 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
             : cf.variant == FAST_WG ? launch_stage1<4, 8, 2, bf16_t, true>(p1, grid, st)
                                     : launch_stage1<4, 8, 2, bf16_t>(p1, grid, st);
     else
-        e = ws && cf.variant == FAST_WS_ALL ? launch_stage1_ws<6, 12, 3>(p1, grid, st)
+        e = ws ? launch_stage1_ws<6, 8, 1>(p1, grid, st)
             : cf.variant == FAST_WG ? launch_stage1<6, 12, 3, bf16_t, true>(p1, grid, st)
                                     : launch_stage1<6, 12, 3, bf16_t>(p1, grid, st);
 #else

@@ -92,7 +92,6 @@ if want ab; then
         case $v in
             wg) ev=MLA_GPU_FAST_S=wg ;;
             ws) ev=MLA_GPU_FAST_S=ws ;;
-            ws96) ev=MLA_GPU_FAST_S=ws96 ;;
             mma) ev=MLA_GPU_FAST_S=mma ;;
             ms32) ev=MLA_GPU_FAST_MIN_SPLIT=32 ;;
             *) ev=$v ;; # NAME=VALUE
