@@ -1091,39 +1091,25 @@ __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4]
 }
 
 // S of one 64-row block of Q (descriptor da) against the K tile (db) over
-// the 576 columns (36 k16 steps; the launcher checks D == 576). Descriptors
-// are base + immediate (the address field counts 16-byte units and never
-// carries out for shared addresses). 64 rows: fully unrolled. A rolled loop
-// makes ptxas fence the accumulators in it (C7519, measured 15% slower on
-// the 64-row shapes); the 96-row variant keeps the rolled loop (4 steps per
-// iteration) because the unrolled one needs ~100 registers and warpgroup 0
-// has 56 there.
+// the 576 columns (36 k16 steps; the launcher checks D == 576), fully
+// unrolled: a rolled loop makes ptxas fence the accumulators in it (C7519;
+// each wgmma then waits for the previous one, 15% slower on the 64-row
+// shapes). The descriptors advance in place through an asm add (16-byte
+// units; no carry out of the address field for shared addresses): written
+// as base + immediate, ptxas materializes all 72 of them up front in
+// uniform registers and spills (352 bytes at 56 registers).
 template <int ROWS>
 __device__ __forceinline__ void ws_s_chain(float (&acc)[16], uint64_t da, uint64_t db)
 {
     wg_fence();
-    if constexpr (ROWS == 64) {
-        wgmma_m64n32k16<0>(acc, da, db);
+    wgmma_m64n32k16<0>(acc, da, db);
 #pragma unroll
-        for (int k = 1; k < D_MAX / 16; ++k) {
-            const uint32_t in = (uint32_t)(k & 3) * 32u, at = (uint32_t)(k >> 2);
-            wgmma_m64n32k16<1>(acc, da + ((at * (ROWS * 128) + in) >> 4),
-                               db + ((at * (TN * 128) + in) >> 4));
-        }
-    } else {
-        wgmma_m64n32k16<0>(acc, da, db);
-        wgmma_m64n32k16<1>(acc, da + 2, db + 2);
-        wgmma_m64n32k16<1>(acc, da + 4, db + 4);
-        wgmma_m64n32k16<1>(acc, da + 6, db + 6);
-#pragma unroll 1
-        for (int at = 1; at < D_MAX / 64; ++at) {
-            da += (ROWS * 128) >> 4;
-            db += (TN * 128) >> 4;
-            wgmma_m64n32k16<1>(acc, da, db);
-            wgmma_m64n32k16<1>(acc, da + 2, db + 2);
-            wgmma_m64n32k16<1>(acc, da + 4, db + 4);
-            wgmma_m64n32k16<1>(acc, da + 6, db + 6);
-        }
+    for (int k = 1; k < D_MAX / 16; ++k) {
+        // Next k16 step: 32 bytes on inside a 64-column atom, else the next
+        // atom (ROWS x 128 or TN x 128 bytes) minus the three steps taken.
+        const uint64_t ia = (k & 3) ? 2 : (ROWS * 128 >> 4) - 6, ib = (k & 3) ? 2 : (TN * 128 >> 4) - 6;
+        asm volatile("add.s64 %0, %0, %2;\nadd.s64 %1, %1, %3;\n" : "+l"(da), "+l"(db) : "l"(ia), "l"(ib));
+        wgmma_m64n32k16<1>(acc, da, db);
     }
     wg_commit();
 }
