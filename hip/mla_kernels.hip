@@ -1308,6 +1308,13 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     }
 
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+    // Epilogue: the scaled bf16 partial goes through shared memory (the K/V
+    // stages, free once every PV warp passed the final __syncthreads) so
+    // that it leaves in coalesced 16-byte rows instead of 2- or 4-byte
+    // scattered stores. Pitch + 8: conflict-light fills.
+    constexpr int OSP = DV_MAX + 8;
+    static_assert(ROWS * OSP <= STG * TN * D_MAX, "partial staging fits the K/V stages");
+    bf16_t *Os = Ks;
     if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
@@ -1342,19 +1349,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
         __syncthreads();
         const float s0 = Linv[r0], s1 = Linv[r0 + 8];
-        bool ok0, ok1;
-        const int g0 = row_of(p, ROWS, y, r0, ok0), g1 = row_of(p, ROWS, y, r0 + 8, ok1);
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
             const int col = c0 + 8 * j + 2 * tq;
-            if (col < p.Dv) {
-                if (ok0)
-                    Partial<bf16_t>::store2(p.part_o, (part_row0 + g0) * p.Dv + col, acc[4 * j] * s0,
-                                            acc[4 * j + 1] * s0);
-                if (ok1)
-                    Partial<bf16_t>::store2(p.part_o, (part_row0 + g1) * p.Dv + col, acc[4 * j + 2] * s1,
-                                            acc[4 * j + 3] * s1);
-            }
+            *(uint32_t *)(Os + r0 * OSP + col) = pack_bf2(acc[4 * j] * s0, acc[4 * j + 1] * s0);
+            *(uint32_t *)(Os + (r0 + 8) * OSP + col) = pack_bf2(acc[4 * j + 2] * s1, acc[4 * j + 3] * s1);
         }
     } else {
         // Swapped product: warpgroup g (1 or 2) owns dv blocks 4 (g - 1) ..
@@ -1403,21 +1402,24 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int k = 8 * j + 2 * tq + e;
-                bool ok;
-                const int r = row_of(p, ROWS, y, k, ok);
-                if (!ok)
-                    continue;
                 const float sc = Linv[k];
-                bf16_t *dst = (bf16_t *)p.part_o + (part_row0 + r) * p.Dv;
 #pragma unroll
                 for (int m = 0; m < 4; ++m) {
                     const int c = 64 * (mb0 + m) + r0;
-                    if (c < p.Dv)
-                        dst[c] = f2bf(acc[m][4 * j + e] * sc);
-                    if (c + 8 < p.Dv)
-                        dst[c + 8] = f2bf(acc[m][4 * j + 2 + e] * sc);
+                    Os[k * OSP + c] = f2bf(acc[m][4 * j + e] * sc);
+                    Os[k * OSP + c + 8] = f2bf(acc[m][4 * j + 2 + e] * sc);
                 }
             }
+    }
+    // The partial rows leave in 16-byte chunks, a whole row per 64 lanes.
+    nbar_sync(BAR_S, 256);
+    const int cpr = p.Dv >> 3;
+    for (int idx = tid - 128; idx < ROWS * cpr; idx += 256) {
+        const int k = idx / cpr, c = (idx - k * cpr) * 8;
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        if (ok)
+            *(uint4 *)((bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * OSP + c);
     }
 }
 #endif // MLA_TARGET_NVIDIA
