@@ -971,17 +971,19 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 // softmax -> PV of a tile one after the other behind __syncthreads, so a CTA
 // is latency-bound (PERF.md versions 9-10: ~4.3 us per 32-token tile even
 // alone on an SM). Here warpgroup 0 gathers the tiles and computes S on
-// wgmma plus the softmax in the wgmma accumulators (no fp32 score tile in
-// shared memory), while the other NPW warps only run O += P V on mma.sync:
-// S of tile t+1 overlaps PV of tile t. Three K/V stages keep the gather two
-// tiles ahead. The two roles hand over through named barriers:
-//   BAR_P_FULL: warpgroup 0 has written P(t) and alpha(t) (arrive), the PV
-//               warps wait (sync);
-//   BAR_P_FREE: the PV warps are done with P(t) and the K/V stage of tile t
-//               (arrive), warpgroup 0 waits before overwriting either.
-// 96 rows need 12 PV warps for the 96 x 512 fp32 accumulator (128 registers
-// each): 512 threads start with 128 registers, and setmaxnreg moves them
-// from warpgroup 0 (56) to the PV warps (152).
+// wgmma (m64n32k16; 96 rows as two 64-row chains, rows 0-63 and 32-95) with
+// the softmax in the wgmma accumulators, while warpgroups 1 and 2 only run
+// the PV product, also on wgmma (64 rows: O = P V, m64n256k16; 96 rows:
+// O^T = V^T P^T, m64n96k16, since 96 is no multiple of wgmma's 64 rows):
+// S of tile t+1 overlaps PV of tile t. The gather runs STG - 1 tiles ahead.
+// The roles hand over through two named barriers, both sides bar.sync (a
+// bar.arrive would let warpgroup 0 run on, but it waits at the next barrier
+// anyway, and compute-sanitizer racecheck models only bar.sync):
+//   BAR_P_FULL: warpgroup 0 has written P(t) and alpha(t);
+//   BAR_P_FREE: the PV warpgroups are done with P(t) and tile t's K/V stage,
+//               which warpgroup 0 then overwrites.
+// 96 rows: 192 PV accumulators per thread; setmaxnreg moves registers from
+// warpgroup 0 (56) to the PV warpgroups (224) of the 384 x 168 at launch.
 // ---------------------------------------------------------------------------
 // K/V stages in flight: 4 for 64 rows (the gather runs three tiles ahead),
 // 3 for 96 rows (a 110 KB Q leaves no room for a fourth).
@@ -989,15 +991,27 @@ template <int ROWS> constexpr int ws_stages()
 {
     return ROWS == 64 ? 4 : 3;
 }
-enum { BAR_S = 1, BAR_P_FULL = 2, BAR_P_FREE = 3 };
+// BAR_P_FULL / BAR_P_FREE: the hand-over; BAR_END: all threads once the
+// last tile is done (Linv, Lse ready; K/V stages free), then once the
+// partial is staged. Every barrier spans all threads: a barrier of a subset
+// (warpgroup 0 alone, to publish each tile's cp.async data) makes
+// compute-sanitizer 2025.3 racecheck report hazards on accesses that the
+// full barriers do order (hip/tests/racecheck_subset_barrier.cu reproduces
+// it in 40 lines), so each tile's data is published by the P_FULL barrier
+// of the tile before instead.
+enum { BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4 };
 
+// Named barrier over n threads that reach it at different instructions
+// (producer and PV code): barrier.sync without .aligned. The .aligned forms
+// (bar.sync, __syncthreads) require every participating thread of the CTA
+// at the same instruction; compute-sanitizer synccheck reports "divergent
+// threads in block" for them here, and racecheck hazards across them. The
+// __syncwarp reconverges the warp after lane-divergent code for the
+// .aligned wgmma instructions that follow.
 __device__ __forceinline__ void nbar_sync(int id, int n)
 {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void nbar_arrive(int id, int n)
-{
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+    __syncwarp();
+    asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 template <int N> __device__ __forceinline__ void cp_async_wait_group()
 {
@@ -1005,13 +1019,13 @@ template <int N> __device__ __forceinline__ void cp_async_wait_group()
 }
 template <int N> __device__ __forceinline__ void regs_inc()
 {
-#if defined(MLA_HAVE_WGMMA)
+#if defined(MLA_HAVE_WGMMA) && !defined(MLA_WS_NO_SETMAXNREG)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
 }
 template <int N> __device__ __forceinline__ void regs_dec()
 {
-#if defined(MLA_HAVE_WGMMA)
+#if defined(MLA_HAVE_WGMMA) && !defined(MLA_WS_NO_SETMAXNREG)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
 }
@@ -1088,6 +1102,7 @@ __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4]
         if (t == 0)
             Al[r0 + 8 * h] = alpha[h];
     }
+    __syncwarp(); // reconverge before the barrier and the .aligned wgmma
 }
 
 // S of one 64-row block of Q (descriptor da) against the K tile (db) over
@@ -1221,12 +1236,13 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 cp_async_commit();
             }
             slot_next = slot_of(STG - 1);
-            cp_async_wait_group<STG - 1>(); // Q
+            cp_async_wait_group<STG - 2>(); // Q and tile 0
         } else {
             cp_async_wait_all();
         }
         fence_proxy_async();
     }
+    __syncwarp();
     __syncthreads();
 
     if (producer) {
@@ -1238,9 +1254,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         float mA[2] = {-INFINITY, -INFINITY}, lA[2] = {0.f, 0.f};
         float mB[2] = {-INFINITY, -INFINITY}, lB[2] = {0.f, 0.f};
         for (int t = 0; t < ntiles; ++t) {
-            cp_async_wait_group<STG - 2>(); // tile t landed (newer groups: t + 1 .. t + STG - 2)
-            fence_proxy_async();
-            nbar_sync(BAR_S, 128);
+            // Tile t landed and is visible to the whole warpgroup: waited
+            // for by every thread before the previous P_FULL barrier (or the
+            // prologue's __syncthreads).
             const uint64_t kb =
                 wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
             const int valid = n - t * TN < TN ? n - t * TN : TN;
@@ -1275,9 +1291,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
             }
             ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
-            fence_proxy_async(); // wgmma (async proxy) reads P
-            __threadfence_block();
-            nbar_arrive(BAR_P_FULL, NT);
+            // Tile t + 1 must have landed (this thread's copies; the
+            // barrier publishes everyone's) before it is read by wgmma
+            // after the barrier. Groups: Q, tiles 0 .. STG - 2, then one per
+            // iteration before this one (t + STG in all); tile t + 1 is
+            // group t + 2, so STG - 3 may still be in flight.
+            cp_async_wait_group<STG - 3>();
+            fence_proxy_async(); // wgmma (async proxy) reads P and the tile
+            nbar_sync(BAR_P_FULL, NT);
             load_tile(t + STG - 1, slot_next);
             cp_async_commit(); // possibly empty: keeps one group per tile
             slot_next = slot_of(t + STG);
@@ -1297,14 +1318,13 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 }
             }
         }
-        __syncthreads();
+        nbar_sync(BAR_END, NT);
         if (tid < ROWS) {
             bool ok;
             const int r = row_of(p, ROWS, y, tid, ok);
             if (ok)
                 p.part_lse[((long long)b * p.num_splits + s) * p.HL + r] = Lse[tid];
         }
-        return;
     }
 
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
@@ -1315,7 +1335,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     constexpr int OSP = DV_MAX + 8;
     static_assert(ROWS * OSP <= STG * TN * D_MAX, "partial staging fits the K/V stages");
     bf16_t *Os = Ks;
-    if constexpr (PVWG) {
+    if (producer) {
+        // Warpgroup 0 only joins the copy-out below.
+    } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
         const int c0 = 256 * (wg_idx - 1);
@@ -1344,10 +1366,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
             wg_commit();
             wg_wait<0>();
-            __threadfence_block();
-            nbar_arrive(BAR_P_FREE, NT);
+            nbar_sync(BAR_P_FREE, NT);
         }
-        __syncthreads();
+        nbar_sync(BAR_END, NT);
         const float s0 = Linv[r0], s1 = Linv[r0 + 8];
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
@@ -1393,10 +1414,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             }
             wg_commit();
             wg_wait<0>();
-            __threadfence_block();
-            nbar_arrive(BAR_P_FREE, NT);
+            nbar_sync(BAR_P_FREE, NT);
         }
-        __syncthreads();
+        nbar_sync(BAR_END, NT);
 #pragma unroll
         for (int j = 0; j < 12; ++j)
 #pragma unroll
@@ -1412,9 +1432,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             }
     }
     // The partial rows leave in 16-byte chunks, a whole row per 64 lanes.
-    nbar_sync(BAR_S, 256);
+    nbar_sync(BAR_END, NT);
     const int cpr = p.Dv >> 3;
-    for (int idx = tid - 128; idx < ROWS * cpr; idx += 256) {
+    for (int idx = tid; idx < ROWS * cpr; idx += NT) {
         const int k = idx / cpr, c = (idx - k * cpr) * 8;
         bool ok;
         const int r = row_of(p, ROWS, y, k, ok);
