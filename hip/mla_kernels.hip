@@ -514,7 +514,7 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
 
 // O += P V: warps tile ROWS x DV_MAX as RG row groups x CG column groups
 // (32 x 128 per warp for 96 rows and 12 warps: 128 fp32 accumulators).
-template <int MT, int NW, int RG, bool CM, int WOFF = 0, int PITCH = DP> struct PvAcc {
+template <int MT, int NW, int RG, bool CM, int PITCH = DP> struct PvAcc {
     static constexpr int CG = NW / RG;
     static constexpr int WM = 16 * MT / RG;
     static constexpr int PMT = WM / 16;
@@ -535,7 +535,7 @@ template <int MT, int NW, int RG, bool CM, int WOFF = 0, int PITCH = DP> struct 
     __device__ __forceinline__ void rescale_mma(const float *Al, const bf16_t *Ps, const bf16_t *Vb,
                                                 int Dv)
     {
-        const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) - WOFF;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const int pr = warp / CG, pc = warp % CG;
         const int g = lane >> 2;
 #pragma unroll
@@ -577,7 +577,7 @@ template <int MT, int NW, int RG, bool CM, int WOFF = 0, int PITCH = DP> struct 
     // f(local_row, col, v0, v1) for the pair (col, col + 1).
     template <typename F> __device__ __forceinline__ void for_each(int Dv, F f) const
     {
-        const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) - WOFF;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const int pr = warp / CG, pc = warp % CG;
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -635,8 +635,8 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
     }
 }
 
-template <int MT, int NW, int RG, bool CM, int WOFF = 0, int PITCH = DP> struct PvAcc {
-    static_assert(WOFF == 0 && PITCH == DP, "AMD: one role, unpadded rows");
+template <int MT, int NW, int RG, bool CM, int PITCH = DP> struct PvAcc {
+    static_assert(PITCH == DP, "AMD: unpadded rows");
     static_assert(!CM, "the swizzled layout is the wgmma path's");
     static constexpr int NWAVE = NW / 2;
     static constexpr int RT = 16 * MT / 32;
@@ -849,7 +849,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
         slot_next = slot_of(1);
     }
 
-    PvAcc<MT, NW, RG, WG, 0, QPITCH> pv;
+    PvAcc<MT, NW, RG, WG, QPITCH> pv;
     pv.zero();
     const int srow = tid / TPR, sub = tid % TPR;
     float m_run = -INFINITY, l_run = 0.f;
@@ -1019,13 +1019,13 @@ template <int N> __device__ __forceinline__ void cp_async_wait_group()
 }
 template <int N> __device__ __forceinline__ void regs_inc()
 {
-#if defined(MLA_HAVE_WGMMA) && !defined(MLA_WS_NO_SETMAXNREG)
+#if defined(MLA_HAVE_WGMMA)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
 }
 template <int N> __device__ __forceinline__ void regs_dec()
 {
-#if defined(MLA_HAVE_WGMMA) && !defined(MLA_WS_NO_SETMAXNREG)
+#if defined(MLA_HAVE_WGMMA)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
 }
@@ -1129,7 +1129,7 @@ __device__ __forceinline__ void ws_s_chain(float (&acc)[16], uint64_t da, uint64
     wg_commit();
 }
 
-template <int MT, int NPW, int RG>
+template <int MT, int NPW>
 __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
@@ -1144,7 +1144,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // accumulators; setmaxnreg gives the PV warps 224 registers).
     constexpr bool PVWG = ROWS == 64;
     static_assert(NPW == 8, "PV: two warpgroups");
-    (void)RG;
     // P: 64 rows, 128-byte swizzled K-major (an atom of 64 columns, 32
     // used); 96 rows, K-major without swizzle (64-byte rows).
     constexpr int PBYTES = PVWG ? ROWS * 128 : ROWS * TN * 2;
@@ -1329,7 +1328,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
     // Epilogue: the scaled bf16 partial goes through shared memory (the K/V
-    // stages, free once every PV warp passed the final __syncthreads) so
+    // stages, free once every thread passed the first BAR_END) so
     // that it leaves in coalesced 16-byte rows instead of 2- or 4-byte
     // scattered stores. Pitch + 8: conflict-light fills.
     constexpr int OSP = DV_MAX + 8;
@@ -1819,15 +1818,15 @@ template <int MT> constexpr int stage1_ws_smem()
 static_assert(stage1_ws_smem<4>() <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem<6>() <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
 
-template <int MT, int NPW, int RG>
+template <int MT, int NPW>
 static hipError_t launch_stage1_ws(const Stage1Params &p, dim3 grid, hipStream_t st)
 {
     const int smem = stage1_ws_smem<MT>();
-    hipError_t e = hipFuncSetAttribute((const void *)stage1_ws_kernel<MT, NPW, RG>,
+    hipError_t e = hipFuncSetAttribute((const void *)stage1_ws_kernel<MT, NPW>,
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
-    stage1_ws_kernel<MT, NPW, RG><<<grid, (NPW + 4) * 32, smem, st>>>(p);
+    stage1_ws_kernel<MT, NPW><<<grid, (NPW + 4) * 32, smem, st>>>(p);
     return hipGetLastError();
 }
 #endif
@@ -2001,11 +2000,11 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
         e = launch_stage1<2, 4, 1, bf16_t>(p1, grid, st);
 #if defined(MLA_TARGET_NVIDIA)
     else if (rows == 64)
-        e = ws ? launch_stage1_ws<4, 8, 2>(p1, grid, st)
+        e = ws ? launch_stage1_ws<4, 8>(p1, grid, st)
             : cf.variant == FAST_WG ? launch_stage1<4, 8, 2, bf16_t, true>(p1, grid, st)
                                     : launch_stage1<4, 8, 2, bf16_t>(p1, grid, st);
     else
-        e = ws ? launch_stage1_ws<6, 8, 1>(p1, grid, st)
+        e = ws ? launch_stage1_ws<6, 8>(p1, grid, st)
             : cf.variant == FAST_WG ? launch_stage1<6, 12, 3, bf16_t, true>(p1, grid, st)
                                     : launch_stage1<6, 12, 3, bf16_t>(p1, grid, st);
 #else

@@ -1,5 +1,13 @@
+#!/bin/bash
+# The H200 report run (reports/h200/gpu-suite.md), on the device machine from
+# the repo root: the GPU suite (run.sh gpu), mla-validate on the three GPU
+# backends, mla-bench, and the register / SASS census, all logs under $OUT.
+#   MLA_COMMIT=<hash> OUT=<dir> bash scripts/final_h200.sh
+# (the device copy of the tree has no .git, so the commit is passed in).
 set -u
-export MLA_COMMIT=${MLA_COMMIT:?set MLA_COMMIT}
+case "${1:-}" in -h|--help) sed -n 2,6p "$0"; exit 0 ;; esac
+export MLA_COMMIT=${MLA_COMMIT:?set MLA_COMMIT to the commit being run}
+: "${OUT:?set OUT to the directory for logs and reports}"
 t0=$(date +%s)
 bash run.sh gpu > $OUT/run_gpu.log 2>&1; echo "run.sh gpu rc $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/run_gpu.log
 tail -15 $OUT/run_gpu.log

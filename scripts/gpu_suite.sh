@@ -6,8 +6,10 @@
 #       the "cuda" preset and the shared libraries they need into
 #       .devbundle/bundle.tar.xz (carry .devbundle to the device)
 #   scripts/gpu_suite.sh run [what...]      there: unpack, run, logs to $OUT
-#       what: any of tests validate large sanitize ncu ab bench sass (default:
-#       all but ncu and ab; ab times fast-tier variants, AB_VARIANTS)
+#       what: any of tests validate large sanitize ncu ab bench sass wssass
+#       (default: all but ncu, ab and wssass; ab times fast-tier variants,
+#       AB_VARIANTS, default "ws mma"; wssass dumps the warp-specialized
+#       kernels' SASS; NCU_EXTRA adds ncu options)
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}
@@ -88,7 +90,7 @@ if want ab; then
     # A/B of fast-tier variants (development switches read by mla_gpu, see
     # mla_kernels.hip FastConfig), fast tier only, one process per variant.
     cases=${AB_CASES:-12,8,32,4096:12,8,32,16384:12,8,64,16384:16,4,32,16384:16,4,64,16384:12,8,1,1024:12,8,1,4096:12,8,1,16384:12,8,8,1024:16,4,1,4096}
-    for v in ${AB_VARIANTS:-wg mma}; do
+    for v in ${AB_VARIANTS:-ws mma}; do
         case $v in
             wg) ev=MLA_GPU_FAST_S=wg ;;
             ws) ev=MLA_GPU_FAST_S=ws ;;

@@ -510,8 +510,9 @@ int main(int argc, char **argv)
             const double ratio = r.us / r.ref->perhead;
             const bool ok = ratio <= 1.5 && ratio >= 1.0 / 1.5;
             char b[96];
-            snprintf(b, sizeof b, "%s 1.5x of upstream per-head (%.2fx its time)",
-                     ok ? "within" : ratio > 1.5 ? "slower than" : "faster than 1/", ratio);
+            snprintf(b, sizeof b, "%s upstream per-head (%.2fx its time)",
+                     ok ? "within 1.5x of" : ratio > 1.5 ? "over 1.5x slower than" : "over 1.5x faster than",
+                     ratio);
             bars += b;
             bar_fail += !ok;
             bar_checked++;
