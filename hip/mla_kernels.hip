@@ -1938,16 +1938,6 @@ static void fill_common(const mla_launch_args &a, Stage1Params &p1, Stage2Params
     p2.lse_st = g.lse_stride_tok;
 }
 
-int mla_fast_rows(int HL)
-{
-    const int r = HL < 96 ? HL : 96;
-#if defined(MLA_TARGET_NVIDIA)
-    return r <= 16 ? 16 : r <= 32 ? 32 : r <= 64 ? 64 : 96;
-#else
-    return r <= 32 ? 32 : r <= 64 ? 64 : 96; // MFMA tiles are 32 rows
-#endif
-}
-
 // Development switches of the fast tier, read once from the environment so
 // that variants can be validated and timed side by side in one device run:
 //   MLA_GPU_FAST_S=ws|wg|mma  stage 1 of the 64/96-row shapes on NVIDIA: the
@@ -1957,10 +1947,14 @@ int mla_fast_rows(int HL)
 //                             1-9)
 //   MLA_GPU_FAST_MIN_SPLIT=n  smallest split (tokens, >= 16) instead of
 //                             MLA_GPU_FAST_MIN_SPLIT
+//   MLA_GPU_FAST_ROWS=96      on NVIDIA, give up to 96 flattened rows to one
+//                             CTA (the one-pass kernels of PERF.md 11-17)
+//                             instead of 64-row blocks (PERF.md 18)
 enum FastVariant { FAST_WS, FAST_MMA, FAST_WG };
 struct FastConfig {
     FastVariant variant;
     int min_split;
+    bool rows96;
 };
 static const FastConfig &fast_config()
 {
@@ -1970,9 +1964,28 @@ static const FastConfig &fast_config()
         f.variant = !e || !strcmp(e, "ws") ? FAST_WS : !strcmp(e, "wg") ? FAST_WG : FAST_MMA;
         e = getenv("MLA_GPU_FAST_MIN_SPLIT");
         f.min_split = e && atoi(e) >= 16 ? atoi(e) : MLA_GPU_FAST_MIN_SPLIT;
+        e = getenv("MLA_GPU_FAST_ROWS");
+        f.rows96 = e && atoi(e) == 96;
         return f;
     }();
     return c;
+}
+
+int mla_fast_rows(int HL)
+{
+    const int r = HL < 96 ? HL : 96;
+#if defined(MLA_TARGET_NVIDIA)
+    // More than 64 rows go in 64-row blocks: the 96-row CTA reads the KV
+    // once, but its producer warpgroup runs two 64-row S chains per tile
+    // and bounds the loop; two 64-row CTAs, one chain each, run in parallel
+    // and the second read of a tile mostly hits L2 (PERF.md 18: 2-40%
+    // faster on every K3 TP8 shape measured).
+    if (r > 64 && !fast_config().rows96)
+        return 64;
+    return r <= 16 ? 16 : r <= 32 ? 32 : r <= 64 ? 64 : 96;
+#else
+    return r <= 32 ? 32 : r <= 64 ? 64 : 96; // MFMA tiles are 32 rows
+#endif
 }
 
 hipError_t mla_launch_fast(const mla_launch_args &a)

@@ -88,19 +88,25 @@ if want large; then
 fi
 if want ab; then
     # A/B of fast-tier variants (development switches read by mla_gpu, see
-    # mla_kernels.hip FastConfig), fast tier only, one process per variant.
+    # mla_kernels.hip FastConfig), fast tier only, one process per variant;
+    # AB_REPS rounds over the variants, interleaved, so that clock drift
+    # does not favour one. A variant NAME=VALUE+NAME2=VALUE2 sets several.
     cases=${AB_CASES:-12,8,32,4096:12,8,32,16384:12,8,64,16384:16,4,32,16384:16,4,64,16384:12,8,1,1024:12,8,1,4096:12,8,1,16384:12,8,8,1024:16,4,1,4096}
-    for v in ${AB_VARIANTS:-ws mma}; do
-        case $v in
-            wg) ev=MLA_GPU_FAST_S=wg ;;
-            ws) ev=MLA_GPU_FAST_S=ws ;;
-            mma) ev=MLA_GPU_FAST_S=mma ;;
-            ms32) ev=MLA_GPU_FAST_MIN_SPLIT=32 ;;
-            *) ev=$v ;; # NAME=VALUE
-        esac
-        mkdir -p /tmp/ab_$v
-        step ab_$v ${AB_TIMEOUT:-90} env $ev "$work/bin/mla-bench" --no-ceilings --backends fast --cases "$cases" --out /tmp/ab_$v
-        grep -E '^fast ' "$out/ab_$v.txt" | sed "s/^/$v /" >>"$out/ab.txt"
+    for rep in $(seq 1 ${AB_REPS:-1}); do
+        for v in ${AB_VARIANTS:-ws mma}; do
+            case $v in
+                wg) ev=MLA_GPU_FAST_S=wg ;;
+                ws) ev=MLA_GPU_FAST_S=ws ;;
+                mma) ev=MLA_GPU_FAST_S=mma ;;
+                ms32) ev=MLA_GPU_FAST_MIN_SPLIT=32 ;;
+                *) ev=${v//+/ } ;; # NAME=VALUE[+NAME=VALUE...]
+            esac
+            n=ab${rep}_$(echo "$v" | tr -c 'A-Za-z0-9_\n' _)
+            mkdir -p /tmp/$n
+            step $n ${AB_TIMEOUT:-90} env $ev "$work/bin/mla-bench" --no-ceilings --backends ${AB_BACKENDS:-fast} --cases "$cases" --out /tmp/$n
+            grep -E "^(fast|perhead) " "$out/$n.txt" | sed "s/^/$rep $v /" >>"$out/ab.txt"
+            rm -f "$out/$n.txt"
+        done
     done
     cat "$out/ab.txt" >>"$log"
 fi
