@@ -746,6 +746,23 @@ __device__ __forceinline__ int row_of(const Stage1Params &p, int rows, int y, in
     return i * p.H + h;
 }
 
+// The Q rows of row block y (flattened r = draft_row * H + head) into shared
+// memory through cp.async, zero-filled past the last valid row, in the
+// swizzled (SW) or pitched layout of the stage-1 kernel.
+template <int ROWS, int NT, bool SW, int PITCH>
+__device__ __forceinline__ void load_q(const Stage1Params &p, int y, int q0, int chunks, bf16_t *Qs)
+{
+    for (int idx = threadIdx.x; idx < ROWS * chunks; idx += NT) {
+        const int k = idx / chunks, c = idx - k * chunks;
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        const bf16_t *src = p.q;
+        if (ok)
+            src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
+        cp_async16(Qs + toff<SW, PITCH>(k, c * 8, ROWS), src, ok ? 16 : 0);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Stage 1
 // ---------------------------------------------------------------------------
@@ -824,15 +841,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 
     int64_t slot_next = -1;
     if (n > 0) {
-        for (int idx = tid; idx < ROWS * chunks; idx += NT) {
-            const int k = idx / chunks, c = idx - k * chunks;
-            bool ok;
-            const int r = row_of(p, ROWS, y, k, ok);
-            const bf16_t *src = p.q;
-            if (ok)
-                src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
-            cp_async16(Qs + toff<WG, QPITCH>(k, c * 8, ROWS), src, ok ? 16 : 0);
-        }
+        load_q<ROWS, NT, WG, QPITCH>(p, y, q0, chunks, Qs);
         if constexpr (PADK > 0) {
             // Upstream's masked loads of columns D .. PADK - 1 read zeros;
             // here they are zeroed once in Q and in every K/V stage (the
@@ -1102,7 +1111,8 @@ __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4]
         if (t == 0)
             Al[r0 + 8 * h] = alpha[h];
     }
-    __syncwarp(); // reconverge before the barrier and the .aligned wgmma
+    // No reconvergence here: what follows is a full-warp shuffle or
+    // nbar_sync, which begins with __syncwarp.
 }
 
 // S of one 64-row block of Q (descriptor da) against the K tile (db) over
@@ -1217,15 +1227,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 
     int64_t slot_next = -1;
     if (n > 0) {
-        for (int idx = tid; idx < ROWS * chunks; idx += NT) {
-            const int k = idx / chunks, c = idx - k * chunks;
-            bool ok;
-            const int r = row_of(p, ROWS, y, k, ok);
-            const bf16_t *src = p.q;
-            if (ok)
-                src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
-            cp_async16(Qs + toff<true>(k, c * 8, ROWS), src, ok ? 16 : 0);
-        }
+        load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
         if (producer) {
             // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
