@@ -342,6 +342,26 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t da, uin
     __trap(); // the launcher selects this path only for sm_90a builds
 #endif
 }
+// The same product with A (64 x 16, K-major) from registers: per warp the
+// 16 x 16 slice of its rows in the mma.sync m16n8k16 A-fragment order.
+template <int SCALE_D>
+__device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t db)
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(SCALE_D));
+#else
+    (void)d;
+    (void)a;
+    (void)db;
+    __trap();
+#endif
+}
 // D[64 x 256] += A[64 x 16] B[16 x 256]: A (P) K-major, B (V) MN-major
 // (transpose-b 1), both 128-byte swizzled in shared memory; D fp32, the
 // m64n32 layout repeated over 32 8-column blocks (128 registers).
@@ -975,8 +995,9 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 
 #if defined(MLA_TARGET_NVIDIA)
 // ---------------------------------------------------------------------------
-// Stage 1, warp-specialized (sm_90a; the default fast path for 64 and 96
-// rows on NVIDIA). Why: the single-role kernel above runs gather -> S ->
+// Stage 1, warp-specialized (sm_90a; the default fast path for every 64-row
+// block on NVIDIA; 96-row CTAs only through MLA_GPU_FAST_ROWS=96, PERF.md
+// 18). Why: the single-role kernel above runs gather -> S ->
 // softmax -> PV of a tile one after the other behind __syncthreads, so a CTA
 // is latency-bound (PERF.md versions 9-10: ~4.3 us per 32-token tile even
 // alone on an SM). Here warpgroup 0 gathers the tiles and computes S on
@@ -993,6 +1014,8 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 //               which warpgroup 0 then overwrites.
 // 96 rows: 192 PV accumulators per thread; setmaxnreg moves registers from
 // warpgroup 0 (56) to the PV warpgroups (224) of the 384 x 168 at launch.
+// 64 rows: the other way (184 / 160): warpgroup 0 holds most of Q in
+// registers for its S chain (RS-form wgmma, PERF.md 21).
 // ---------------------------------------------------------------------------
 // K/V stages in flight: 4 for 64 rows (the gather runs three tiles ahead),
 // 3 for 96 rows (a 110 KB Q leaves no room for a fourth).
@@ -1138,6 +1161,33 @@ __device__ __forceinline__ void ws_s_chain(float (&acc)[16], uint64_t da, uint64
     }
     wg_commit();
 }
+// ws_s_chain with the first QR k16 steps taking Q from registers (loaded
+// once per CTA), the rest from shared memory; da is the descriptor of step
+// QR (a multiple of 4: an atom boundary).
+template <int ROWS, int QR>
+__device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (&qf)[QR][4], uint64_t da,
+                                              uint64_t db)
+{
+    static_assert(QR > 0 && QR % 4 == 0 && QR <= D_MAX / 16, "register k16 steps");
+    (void)da;
+    wg_fence();
+    wgmma_m64n32k16_rs<0>(acc, qf[0], db);
+#pragma unroll
+    for (int k = 1; k < D_MAX / 16; ++k) {
+        const uint64_t ib = (k & 3) ? 2 : (TN * 128 >> 4) - 6;
+        asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(ib));
+        if (k < QR) {
+            wgmma_m64n32k16_rs<1>(acc, qf[k < QR ? k : 0], db);
+        } else {
+            if (k > QR && QR < D_MAX / 16) {
+                const uint64_t ia = (k & 3) ? 2 : (ROWS * 128 >> 4) - 6;
+                asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(ia));
+            }
+            wgmma_m64n32k16<1>(acc, da, db);
+        }
+    }
+    wg_commit();
+}
 
 template <int MT, int NPW>
 __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
@@ -1246,10 +1296,34 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     __syncwarp();
     __syncthreads();
 
+    // 64 rows: warpgroup 0 keeps Q's k16 steps 0-31 (the 512 nope columns)
+    // in registers for the whole CTA, so its S chain reads only K from
+    // shared memory on those steps (RS-form wgmma; PERF.md 21: 6-9% on the
+    // producer-bound shapes). setmaxnreg moves registers to warpgroup 0:
+    // 184 there, 160 in the PV warpgroups (of 168 x 384 at launch); all 36
+    // steps would need the PV warps below 152, which ptxas refuses.
+    constexpr int QR = TWO ? 0 : 32;
+    constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
+        if constexpr (QR >= 32)
+            regs_inc<RPROD>();
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
+        uint32_t qf[QR > 0 ? QR : 1][4];
+        uint64_t qda = 0;
+        if (QR > 0 && ntiles > 0) { // Q was loaded only for a non-empty split
+            // ldmatrix x4 of rows 16w .. 16w + 15, columns 16k .. 16k + 15:
+            // lanes 0-7 / 8-15 rows 0-7 / 8-15 at column 16k, lanes 16-31
+            // the same rows at 16k + 8 (a0..a3 of the A fragment).
+            const int lr = 16 * w + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+            for (int k = 0; k < QR; ++k)
+                ldsm_x4(qf[k][0], qf[k][1], qf[k][2], qf[k][3],
+                        Qs + toff<true>(lr, 16 * k + (lane >> 4) * 8, ROWS));
+            if constexpr (QR < D_MAX / 16)
+                qda = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(0, 16 * QR, ROWS)));
+        }
         const int rA = 16 * w + (lane >> 2);      // chain A rows rA, rA + 8
         const int rB = 32 + 16 * w + (lane >> 2); // chain B rows (kept for w >= 2)
         float mA[2] = {-INFINITY, -INFINITY}, lA[2] = {0.f, 0.f};
@@ -1277,7 +1351,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 if (w >= 2)
                     ws_softmax_rows(acc, valid, p.scale_log2, mB, lB, pk, al);
             }
-            ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
+            if constexpr (QR > 0)
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kb);
+            else
+                ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
             wg_wait<0>();
             if constexpr (!TWO)
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
@@ -1341,6 +1418,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
+        if constexpr (QR >= 32)
+            regs_dec<RPV>();
         const int c0 = 256 * (wg_idx - 1);
         const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
         const uint64_t dp = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ps));
