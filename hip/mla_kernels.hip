@@ -1168,8 +1168,7 @@ template <int ROWS, int QR>
 __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (&qf)[QR][4], uint64_t da,
                                               uint64_t db)
 {
-    static_assert(QR > 0 && QR % 4 == 0 && QR <= D_MAX / 16, "register k16 steps");
-    (void)da;
+    static_assert(QR > 0 && QR % 4 == 0 && QR < D_MAX / 16, "register k16 steps");
     wg_fence();
     wgmma_m64n32k16_rs<0>(acc, qf[0], db);
 #pragma unroll
@@ -1179,7 +1178,7 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
         if (k < QR) {
             wgmma_m64n32k16_rs<1>(acc, qf[k < QR ? k : 0], db);
         } else {
-            if (k > QR && QR < D_MAX / 16) {
+            if (k > QR) {
                 const uint64_t ia = (k & 3) ? 2 : (ROWS * 128 >> 4) - 6;
                 asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(ia));
             }
@@ -1307,7 +1306,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
-        if constexpr (QR >= 32)
+        if constexpr (QR > 0)
             regs_inc<RPROD>();
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
@@ -1321,8 +1320,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             for (int k = 0; k < QR; ++k)
                 ldsm_x4(qf[k][0], qf[k][1], qf[k][2], qf[k][3],
                         Qs + toff<true>(lr, 16 * k + (lane >> 4) * 8, ROWS));
-            if constexpr (QR < D_MAX / 16)
-                qda = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(0, 16 * QR, ROWS)));
+            qda = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(0, 16 * QR, ROWS)));
         }
         const int rA = 16 * w + (lane >> 2);      // chain A rows rA, rA + 8
         const int rB = 32 + 16 * w + (lane >> 2); // chain B rows (kept for w >= 2)
@@ -1418,7 +1416,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
-        if constexpr (QR >= 32)
+        if constexpr (QR > 0)
             regs_dec<RPV>();
         const int c0 = 256 * (wg_idx - 1);
         const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
