@@ -2025,7 +2025,10 @@ static void fill_common(const mla_launch_args &a, Stage1Params &p1, Stage2Params
 //                             S on wgmma (wg) or on mma.sync (mma; versions
 //                             1-9)
 //   MLA_GPU_FAST_MIN_SPLIT=n  smallest split (tokens, >= 16) instead of
-//                             MLA_GPU_FAST_MIN_SPLIT
+//                             MLA_GPU_FAST_MIN_SPLIT, fixed (implies
+//                             MLA_GPU_FAST_SPLIT_RULE=0 unless that is set)
+//   MLA_GPU_FAST_SPLIT_RULE=0 keep the smallest split fixed (no
+//                             fast_min_split growth; A/B of PERF.md 22)
 //   MLA_GPU_FAST_ROWS=96      on NVIDIA, give up to 96 flattened rows to one
 //                             CTA (the one-pass kernels of PERF.md 11-17)
 //                             instead of 64-row blocks (PERF.md 18)
@@ -2034,6 +2037,7 @@ struct FastConfig {
     FastVariant variant;
     int min_split;
     bool rows96;
+    int split_rule;
 };
 static const FastConfig &fast_config()
 {
@@ -2045,6 +2049,8 @@ static const FastConfig &fast_config()
         f.min_split = e && atoi(e) >= 16 ? atoi(e) : MLA_GPU_FAST_MIN_SPLIT;
         e = getenv("MLA_GPU_FAST_ROWS");
         f.rows96 = e && atoi(e) == 96;
+        e = getenv("MLA_GPU_FAST_SPLIT_RULE");
+        f.split_rule = e ? atoi(e) : getenv("MLA_GPU_FAST_MIN_SPLIT") ? 0 : 1;
         return f;
     }();
     return c;
@@ -2067,6 +2073,34 @@ int mla_fast_rows(int HL)
 #endif
 }
 
+// Smallest split of a call. Stage 2 merges each row's active splits with
+// act * L * cw / 2048 dependent 16-byte loads per thread (s2_groups: L rows
+// x cw / 8 items over S2_THREADS threads), one L2 round trip per batch; at
+// bs 1 the default 64-token splits give K3 64 splits, 16 loads a thread,
+// and the merge costs more than the parallelism saves (PERF.md 22: K3 bs 1
+// / 4k 27.0 us, with 128-token splits 20.4 us). So when that count exceeds 8
+// the splits grow (multiples of 32 tokens, at most 8 tiles, where a longer
+// stage 1 starts to cost more) until it is at most 8. A function of shapes
+// and the total prefix only (no device reads).
+static int fast_min_split(const FastConfig &cf, long long kv_total, int bs, int ns, int L, int cw)
+{
+    const int ms = cf.min_split;
+    if (cf.split_rule == 0 || bs <= 0 || kv_total <= 0)
+        return ms;
+    const long long avg = kv_total / bs;
+    long long act = avg / ms < ns ? avg / ms : ns;
+    if (act < 1)
+        act = 1;
+    const long long max_act = 8LL * 2048 / ((long long)L * cw);
+    if (act <= max_act || max_act < 1)
+        return ms;
+    long long want = (avg + max_act - 1) / max_act;
+    want = (want + TN - 1) / TN * TN;
+    if (want > 8 * TN)
+        want = 8 * TN;
+    return want > ms ? (int)want : ms;
+}
+
 hipError_t mla_launch_fast(const mla_launch_args &a)
 {
     Stage1Params p1;
@@ -2074,12 +2108,12 @@ hipError_t mla_launch_fast(const mla_launch_args &a)
     fill_common(a, p1, p2);
     p1.split_mode = p2.split_mode = 0;
     const FastConfig &cf = fast_config();
-    p1.min_split = p2.min_split = cf.min_split;
     p1.row_mode = 0;
     const int bs = a.g->shape.num_seqs;
     hipStream_t st = (hipStream_t)a.stream;
     const int rows = mla_fast_rows(p1.HL);
     dim3 grid(a.num_splits, (p1.HL + rows - 1) / rows, bs);
+    p1.min_split = p2.min_split = fast_min_split(cf, a.g->num_kv_indices, bs, a.num_splits, p1.L, p2.cw);
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
     // The warp-specialized kernel unrolls its k loop for 576 columns.
