@@ -7,9 +7,11 @@
 #       .devbundle/bundle.tar.xz (carry .devbundle to the device)
 #   scripts/gpu_suite.sh run [what...]      there: unpack, run, logs to $OUT
 #       what: any of tests validate large sanitize ncu ab bench sass wssass
-#       (default: all but ncu, ab and wssass; ab times fast-tier variants,
-#       AB_VARIANTS, default "ws mma"; wssass dumps the warp-specialized
-#       kernels' SASS; NCU_EXTRA adds ncu options)
+#       (default: all but ncu, ab and wssass; "none" only unpacks; ab times
+#       variants side by side: AB_VARIANTS (default "ws mma", or NAME=VALUE
+#       [+NAME=VALUE] switches), AB_CASES, AB_BACKENDS, AB_REPS interleaved
+#       rounds; wssass dumps the warp-specialized kernels' SASS; NCU_EXTRA
+#       adds ncu options)
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-run}

@@ -4,10 +4,12 @@
 non-zero. Usage: ncu ... | python3 scripts/ncu_top.py [N]"""
 import csv, sys
 
-n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
     print(__doc__)
     sys.exit(0)
+if len(sys.argv) > 1 and not sys.argv[1].isdigit():
+    sys.exit("usage: ncu ... --page source --csv --print-source sass | ncu_top.py [N]")
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 rows = [r for r in csv.reader(sys.stdin) if r]
 hdr = None
 for i, r in enumerate(rows):
