@@ -2074,8 +2074,8 @@ int mla_fast_rows(int HL)
 }
 
 // Smallest split of a call. Stage 2 merges each row's active splits with
-// act * L * cw / 2048 dependent 16-byte loads per thread (s2_groups: L rows
-// x cw / 8 items over S2_THREADS threads), one L2 round trip per batch; at
+// act * L * (cw / 8) / S2_THREADS dependent 16-byte loads per thread
+// (s2_groups: L rows x cw / 8 items), one L2 round trip per batch; at
 // bs 1 the default 64-token splits give K3 64 splits, 16 loads a thread,
 // and the merge costs more than the parallelism saves (PERF.md 22: K3 bs 1
 // / 4k 27.0 us, with 128-token splits 20.4 us). So when that count exceeds 8
@@ -2091,7 +2091,7 @@ static int fast_min_split(const FastConfig &cf, long long kv_total, int bs, int 
     long long act = avg / ms < ns ? avg / ms : ns;
     if (act < 1)
         act = 1;
-    const long long max_act = 8LL * 2048 / ((long long)L * cw);
+    const long long max_act = 8LL * S2_THREADS * 8 / ((long long)L * cw); // 8 loads a thread
     if (act <= max_act || max_act < 1)
         return ms;
     long long want = (avg + max_act - 1) / max_act;
