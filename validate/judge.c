@@ -23,7 +23,6 @@
  * rounded to bf16 before the PV product (u_b max |V|). The final output
  * rounding adds u_b |O|. */
 #include "mla/validate.h"
-#include "mla/plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -122,25 +121,6 @@ static int path_bf16_terms(mla_path p)
     case MLA_PATH_BF16_P_PARTIALS: return 2;
     default: return 0;
     }
-}
-
-int mla_case_max_splits(const mla_fixture *fx)
-{
-    mla_shape s;
-    mla_plan plan;
-    mla_error err;
-    mla_shape_from_fixture(fx, &s);
-    const mla_config *c = &fx->cfg;
-    mla_block_config blk = mla_block_config_default();
-    if (mla_plan_make(&s, &blk, &plan, &err) != MLA_OK)
-        return 1;
-    int best = 1;
-    for (int b = 0; b < c->num_seqs; ++b) {
-        int a = mla_plan_active_splits(mla_fixture_prefix(fx, b), plan.num_splits, blk.block_n);
-        if (a > best)
-            best = a;
-    }
-    return best;
 }
 
 /* bf16 ulp at the magnitude of x (the spacing of bf16 numbers there). */
