@@ -158,6 +158,121 @@ static double rownorm(const mla_bf16 *x, int n)
     return sqrt(s);
 }
 
+/* ---- Bias test (issue 18) ----
+ * A correct kernel's errors are rounding noise: zero-mean (round to nearest
+ * even), independent from element to element. A wrong scale or lse merge
+ * for one head block, a sink on the wrong head, an lse shifted for one
+ * sequence, or rounding by truncation instead of to nearest even is a
+ * systematic bias: every element of one head / sequence / row is off by the
+ * same factor, a few tenths of a percent, which no element bound (two bf16
+ * ulps) and no tensor-wide norm sees.
+ *
+ * For a group G of elements (each (token, head) row; each (sequence, head);
+ * each (draft row i, head) across sequences; each sequence; each head across
+ * all sequences) the least-squares slope of o on the baseline r is
+ *     s_G = sum o r / sum r^2,  s_G - 1 = sum delta r / sum r^2,  delta = o - r,
+ * over the group's elements where both are finite. With independent errors
+ * of standard deviation sigma_e, s_G - 1 has standard deviation
+ *     sigma_G = sqrt(sum sigma_e^2 r_e^2) / sum r_e^2.                      (B1)
+ * The path's rounding model gives sigma_e. The output rounding and each of
+ * the path's k extra bf16 roundings (partials, P; path_bf16_terms) is a
+ * relative error uniform in [-u, u] on a quantity of the output's size, RMS
+ * u / sqrt(3) each, so
+ *     sigma_model = u sqrt((1 + k) / 3) sqrt(sum r^4) / sum r^2
+ *                 = u sqrt((1 + k) / 3) / sqrt(N_eff),  N_eff = (sum r^2)^2 / sum r^4,
+ * with u = u_b for bf16 outputs and u_32 for the fp32 reference. Where a
+ * path's roundings are larger than that model says (partials that cancel,
+ * |O_s| >> |O|), the residuals delta' = delta - (s - 1) r show it; the
+ * noise is then measured from them (a pure scale bias leaves the residuals
+ * unchanged, so a biased kernel cannot hide behind it): the
+ * heteroscedasticity-robust estimate of (B1), sqrt(sum r^2 delta'^2) / sum r^2,
+ * and, since a row's roundings of P and of its partials are shared by its
+ * elements, the same estimate clustered by row,
+ * sqrt(sum_rows (sum_row r delta')^2) / sum r^2. sigma_G is the largest of
+ * the three.
+ *
+ * The threshold is
+ *     tau_G = Z sigma_G + k u_b sqrt(sum M_c^2 r^2) / sum r^2 + SAFETY gamma_G  (B2)
+ * Z = 6: a correct kernel's |s - 1| passes 6 standard deviations with
+ * probability 2e-9 (normal tail), so a suite run testing 10^6 groups
+ * fails a correct kernel with probability below 0.002. The second term is the
+ * cancellation term of the element bound: each of the k roundings may be of a
+ * partial or a P-weighted value as large as M_c (the largest visible |v_c|),
+ * not of the output; on rows whose output is small next to the values it
+ * averages it dominates, so the row level, where a single row's errors
+ * cannot average out, carries it (and it shrinks as 1/sqrt(rows) for larger
+ * groups). The third is the fp32 term (1): a perturbed score shifts a whole
+ * row's weights coherently, a correlated error that no averaging removes;
+ * gamma_G is the group's largest gamma_r. Nothing here is fitted to the
+ * shipped cases; docs/accuracy.md has the same derivation. */
+#define BIAS_Z 6.0
+
+typedef struct {
+    double b;      /* sum r^2 */
+    double a;      /* sum r delta */
+    double w2;     /* sum r^2 delta^2 */
+    double w3;     /* sum r^3 delta */
+    double r4;     /* sum r^4 */
+    double cm;     /* sum M_c^2 r^2 */
+    double ca2;    /* sum over rows of (row's a)^2 */
+    double cab;    /* sum over rows of a_row b_row */
+    double cb2;    /* sum over rows of b_row^2 */
+    double gamma;  /* largest gamma_r */
+    int64_t n;     /* elements */
+} bias_acc;
+
+static void bias_add_row(bias_acc *g, const bias_acc *row)
+{
+    g->b += row->b;
+    g->a += row->a;
+    g->w2 += row->w2;
+    g->w3 += row->w3;
+    g->r4 += row->r4;
+    g->cm += row->cm;
+    g->ca2 += row->a * row->a;
+    g->cab += row->a * row->b;
+    g->cb2 += row->b * row->b;
+    g->n += row->n;
+    if (row->gamma > g->gamma)
+        g->gamma = row->gamma;
+}
+
+/* Slope and threshold (B2) of a group; 0 when the group has nothing to
+ * judge (no finite element with r != 0). */
+static int bias_eval(const bias_acc *g, double u, int k, double *slope, double *tau)
+{
+    if (!(g->b > 0) || g->n == 0)
+        return 0;
+    const double d = g->a / g->b; /* s - 1 */
+    const double model = u * sqrt((1.0 + k) / 3.0) * sqrt(g->r4) / g->b;
+    const double white = sqrt(fmax(0.0, g->w2 - 2.0 * d * g->w3 + d * d * g->r4)) / g->b;
+    const double clus = sqrt(fmax(0.0, g->ca2 - 2.0 * d * g->cab + d * d * g->cb2)) / g->b;
+    const double sigma = fmax(model, fmax(white, clus));
+    *slope = 1.0 + d;
+    *tau = BIAS_Z * sigma + k * U_B * sqrt(g->cm) / g->b + SAFETY * g->gamma;
+    return 1;
+}
+
+/* Judges one group: records the worst ratio and the first failure. */
+static void bias_judge(const bias_acc *g, double u, int k, const char *name, mla_metrics *m,
+                       char *first, size_t first_n)
+{
+    double slope, tau;
+    if (!bias_eval(g, u, k, &slope, &tau))
+        return;
+    m->n_bias_groups++;
+    const double ratio = tau > 0 ? fabs(slope - 1.0) / tau : (slope != 1.0 ? INFINITY : 0);
+    if (ratio > m->bias_ratio || m->bias_group[0] == '\0') {
+        m->bias_ratio = ratio;
+        m->bias_slope = slope;
+        m->bias_threshold = tau;
+        snprintf(m->bias_group, sizeof m->bias_group, "%s", name);
+    }
+    if (ratio > 1.0 && m->n_bias_over++ == 0)
+        snprintf(first, first_n, "biased %s: slope %.6f, |s-1| %.3g > threshold %.3g", name,
+                 slope, fabs(slope - 1.0), tau);
+}
+
 mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                       const unsigned char *unwritten, const float *lse, mla_metrics *m,
                       char *reason, size_t reason_n)
@@ -189,6 +304,27 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     int64_t n_within = 0;
     double worst_row_cos = 0;
     char first_reason[384] = "";
+
+    /* Bias groups (B2): (sequence, head), (draft row, head), sequence, head;
+     * the (token, head) rows are judged as they are met. */
+    int Lmax = 0;
+    for (int b = 0; b < c->num_seqs; ++b)
+        if (mla_fixture_drafts(fx, b) > Lmax)
+            Lmax = mla_fixture_drafts(fx, b);
+    const size_t nbs = (size_t)c->num_seqs, nbh = (size_t)H;
+    bias_acc *g_sh = calloc(nbs * nbh + 1, sizeof *g_sh);
+    bias_acc *g_dh = calloc((size_t)Lmax * nbh + 1, sizeof *g_dh);
+    bias_acc *g_s = calloc(nbs + 1, sizeof *g_s);
+    bias_acc *g_h = calloc(nbh + 1, sizeof *g_h);
+    if (!g_sh || !g_dh || !g_s || !g_h) {
+        free(M), free(g_sh), free(g_dh), free(g_s), free(g_h);
+        snprintf(reason, reason_n, "judge: out of memory");
+        return MLA_VERDICT_ERROR;
+    }
+    /* Unit roundoff of the output (B1): bf16 outputs, or the fp32 reference
+     * judged against the oracle. */
+    const double u_out = ref_path ? U_32 : U_B;
+    char bias_first[384] = "";
 
     for (int b = 0; b < c->num_seqs; ++b) {
         const int P = mla_fixture_prefix(fx, b), L = mla_fixture_drafts(fx, b);
@@ -236,6 +372,8 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                     if (gamma > gamma_max)
                         gamma_max = gamma;
                     double rab = 0, ra2b2 = 0;
+                    bias_acc racc = {0};
+                    racc.gamma = gamma;
                     for (int ch = 0; ch < DV; ++ch) {
                         const size_t e = rbase + ch;
                         const double r = ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
@@ -288,6 +426,27 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         ra2b2 += v * v + r * r;
                         sum_d2 += (v - r) * (v - r);
                         sum_r2 += r * r;
+                        if (isfinite(v) && isfinite(r)) {
+                            const double d = v - r, r2 = r * r;
+                            racc.b += r2;
+                            racc.a += r * d;
+                            racc.w2 += r2 * d * d;
+                            racc.w3 += r2 * r * d;
+                            racc.r4 += r2 * r2;
+                            racc.cm += Mh[ch] * Mh[ch] * r2;
+                            racc.n++;
+                        }
+                    }
+                    {
+                        char gname[64];
+                        snprintf(gname, sizeof gname, "row (token %lld, head %d)", (long long)t,
+                                 h);
+                        bias_judge(&racc, u_out, kterms, gname, m, bias_first,
+                                   sizeof bias_first);
+                        bias_add_row(&g_sh[(size_t)b * nbh + h], &racc);
+                        bias_add_row(&g_dh[(size_t)i * nbh + h], &racc);
+                        bias_add_row(&g_s[b], &racc);
+                        bias_add_row(&g_h[h], &racc);
                     }
                     sum_ab += rab;
                     sum_a2b2 += ra2b2;
@@ -337,6 +496,30 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
         }
     }
     free(M);
+    {
+        char gname[64];
+        for (int b = 0; b < c->num_seqs; ++b)
+            for (int h = 0; h < H; ++h) {
+                snprintf(gname, sizeof gname, "sequence %d head %d", b, h);
+                bias_judge(&g_sh[(size_t)b * nbh + h], u_out, kterms, gname, m, bias_first,
+                           sizeof bias_first);
+            }
+        for (int i = 0; i < Lmax; ++i)
+            for (int h = 0; h < H; ++h) {
+                snprintf(gname, sizeof gname, "draft row %d head %d", i, h);
+                bias_judge(&g_dh[(size_t)i * nbh + h], u_out, kterms, gname, m, bias_first,
+                           sizeof bias_first);
+            }
+        for (int b = 0; b < c->num_seqs; ++b) {
+            snprintf(gname, sizeof gname, "sequence %d", b);
+            bias_judge(&g_s[b], u_out, kterms, gname, m, bias_first, sizeof bias_first);
+        }
+        for (int h = 0; h < H; ++h) {
+            snprintf(gname, sizeof gname, "head %d", h);
+            bias_judge(&g_h[h], u_out, kterms, gname, m, bias_first, sizeof bias_first);
+        }
+    }
+    free(g_sh), free(g_dh), free(g_s), free(g_h);
 
     m->nmse = sum_r2 > 0 ? sum_d2 / sum_r2 : sum_d2;
     m->cos_diff = sum_a2b2 > 0 ? 1.0 - 2.0 * sum_ab / sum_a2b2 : 0.0;
@@ -379,6 +562,16 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                  "rows over limit)",
                  first_reason, (long long)m->n_unwritten, (long long)m->n_nan,
                  (long long)m->n_over, (long long)m->n_rows_over);
+    } else if (m->n_bias_over) {
+        /* Before cos_diff: a bias is the more specific diagnosis (a
+         * truncating kernel also raises cos_diff). Names the group furthest
+         * past its threshold. */
+        verdict = MLA_VERDICT_FAIL;
+        snprintf(reason, reason_n,
+                 "biased %s: slope %.6f, |s-1| %.3g > threshold %.3g (%lld of %lld bias groups "
+                 "past their threshold)",
+                 m->bias_group, m->bias_slope, fabs(m->bias_slope - 1.0), m->bias_threshold,
+                 (long long)m->n_bias_over, (long long)m->n_bias_groups);
     } else if (m->cos_diff > m->cos_limit) {
         verdict = MLA_VERDICT_FAIL;
         snprintf(reason, reason_n, "cos_diff %.3g > limit %.3g for path '%s'", m->cos_diff,
