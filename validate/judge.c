@@ -123,6 +123,16 @@ static int path_bf16_terms(mla_path p)
     }
 }
 
+/* 0 finite, 1 NaN, 2 +Inf, 3 -Inf. */
+static int nonfinite_class(double x)
+{
+    if (isnan(x))
+        return 1;
+    if (isinf(x))
+        return x > 0 ? 2 : 3;
+    return 0;
+}
+
 /* bf16 ulp at the magnitude of x (the spacing of bf16 numbers there). */
 static double bf16_ulp(double x)
 {
@@ -249,7 +259,7 @@ static int bias_eval(const bias_acc *g, double u, int k, double *slope, double *
     const double clus = sqrt(fmax(0.0, g->ca2 - 2.0 * d * g->cab + d * d * g->cb2)) / g->b;
     const double sigma = fmax(model, fmax(white, clus));
     *slope = 1.0 + d;
-    *tau = BIAS_Z * sigma + k * U_B * sqrt(g->cm) / g->b + SAFETY * g->gamma;
+    *tau = BIAS_Z * sigma + (k * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
     return 1;
 }
 
@@ -316,8 +326,11 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     bias_acc *g_dh = calloc((size_t)Lmax * nbh + 1, sizeof *g_dh);
     bias_acc *g_s = calloc(nbs + 1, sizeof *g_s);
     bias_acc *g_h = calloc(nbh + 1, sizeof *g_h);
-    if (!g_sh || !g_dh || !g_s || !g_h) {
-        free(M), free(g_sh), free(g_dh), free(g_s), free(g_h);
+    const size_t nrows = (size_t)fx->num_q_tokens * nbh;
+    double *row_cos = calloc(nrows + 1, sizeof *row_cos);
+    double *row_floor = calloc(nrows + 1, sizeof *row_floor);
+    if (!g_sh || !g_dh || !g_s || !g_h || !row_cos || !row_floor) {
+        free(M), free(g_sh), free(g_dh), free(g_s), free(g_h), free(row_cos), free(row_floor);
         snprintf(reason, reason_n, "judge: out of memory");
         return MLA_VERDICT_ERROR;
     }
@@ -372,8 +385,9 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                     if (gamma > gamma_max)
                         gamma_max = gamma;
                     double rab = 0, ra2b2 = 0;
+                    double row_al2 = 0; /* largest allowed^2 of the row's elements */
                     bias_acc racc = {0};
-                    racc.gamma = gamma;
+                    racc.gamma = isfinite(gamma) ? gamma : 0;
                     for (int ch = 0; ch < DV; ++ch) {
                         const size_t e = rbase + ch;
                         const double r = ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
@@ -397,6 +411,25 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                                 m->first_bad = (int64_t)e;
                             continue;
                         }
+                        /* Non-finite policy: where the reference is NaN or
+                         * +-Inf the output must be of the same class; such
+                         * elements take no part in the finite statistics
+                         * (err, cos, rows, bias), which run over the
+                         * compared (finite) elements only. */
+                        if (!isfinite(r)) {
+                            m->n_ref_nonfinite++;
+                            if (nonfinite_class(v) != nonfinite_class(r)) {
+                                if (m->n_nan++ == 0 && !first_reason[0])
+                                    snprintf(first_reason, sizeof first_reason,
+                                             "output %g where the reference is %g at (token %lld, "
+                                             "head %d, col %d)",
+                                             v, r, (long long)t, h, ch);
+                                if (m->first_bad < 0)
+                                    m->first_bad = (int64_t)e;
+                            }
+                            continue;
+                        }
+                        m->n_compared++;
                         const double err = fabs(v - r);
                         /* Elementwise abs-or-rel rule. The absolute part is
                          * the a-priori bound: SAFETY x (bf16 roundings of
@@ -404,6 +437,8 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         const double abs_bound =
                             SAFETY * (kterms * U_B + gamma) * Mh[ch];
                         const double allowed = fmax(abs_bound, rel_tol * fabs(r));
+                        if (allowed * allowed > row_al2)
+                            row_al2 = allowed * allowed;
                         const double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
                         if (ratio > m->worst_ratio)
                             m->worst_ratio = ratio;
@@ -433,7 +468,8 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                             racc.w2 += r2 * d * d;
                             racc.w3 += r2 * r * d;
                             racc.r4 += r2 * r2;
-                            racc.cm += Mh[ch] * Mh[ch] * r2;
+                            if (isfinite(Mh[ch]))
+                                racc.cm += Mh[ch] * Mh[ch] * r2;
                             racc.n++;
                         }
                     }
@@ -454,6 +490,15 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                     const double rcos = ra2b2 > 0 ? 1.0 - 2.0 * rab / ra2b2 : 0.0;
                     if (rcos > worst_row_cos)
                         worst_row_cos = rcos;
+                    row_cos[(size_t)t * H + h] = rcos;
+                    /* Row-limit floor: cos_diff = sum (a-b)^2 / sum (a^2+b^2)
+                     * exactly, so one element sitting at its element bound
+                     * adds allowed^2 / sum (a^2+b^2). A lone element at its
+                     * bound (a cancelling output) is legitimate and must not
+                     * fail its row; with D_v = 512 this floor is far below
+                     * the row limit, with D_v = 1 it makes the row check the
+                     * element check, which is all one element can say. */
+                    row_floor[(size_t)t * H + h] = ra2b2 > 0 ? row_al2 / ra2b2 : 0.0;
                     double rd2 = 0, rr2 = 0;
                     for (int ch = 0; ch < DV; ++ch) {
                         const size_t e = rbase + ch;
@@ -478,17 +523,18 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                                                                       : in->ref_lse[li];
                         const double lv = lse[li];
                         double dl;
-                        if (isinf(lr) || isinf(lv))
-                            dl = (lr == lv) ? 0 : INFINITY;
-                        else if (isnan(lv))
-                            dl = INFINITY;
+                        if (!isfinite(lr) || !isfinite(lv)) /* same class, or a failure */
+                            dl = nonfinite_class(lr) == nonfinite_class(lv) ? 0 : INFINITY;
                         else
                             dl = fabs(lv - lr);
                         const double lallowed =
                             SAFETY * (sqrt((double)D) * A + sqrt(N) + fabs(lr)) * U_32;
                         if (dl > m->lse_max_abs)
                             m->lse_max_abs = dl;
-                        const double lratio = dl / lallowed;
+                        const double lratio =
+                            dl == 0 ? 0
+                            : (isfinite(dl) && isfinite(lallowed) && lallowed > 0) ? dl / lallowed
+                                                                                    : INFINITY;
                         if (lratio > m->lse_ratio)
                             m->lse_ratio = lratio;
                     }
@@ -524,37 +570,25 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     m->nmse = sum_r2 > 0 ? sum_d2 / sum_r2 : sum_d2;
     m->cos_diff = sum_a2b2 > 0 ? 1.0 - 2.0 * sum_ab / sum_a2b2 : 0.0;
     m->worst_row_cos = worst_row_cos;
-    m->within_1ulp = m->n_elems ? (double)n_within / (double)m->n_elems : 1.0;
+    m->within_1ulp = m->n_compared ? (double)n_within / (double)m->n_compared : 0.0;
     /* The reference's own cos limit follows from (1): a relative error of
      * gamma gives cos_diff ~ gamma^2 / 2; SAFETY^2 for margin. */
     m->cos_limit = ref_path ? fmax(SAFETY * SAFETY * gamma_max * gamma_max / 2.0, 1e-14)
                             : cos_limit_path;
     m->row_cos_limit = ROW_COS_FACTOR * m->cos_limit;
 
-    /* Row pass for the count of rows over the per-row limit (needs the
-     * limit, known only now). Cheap second look at the rows. */
-    if (worst_row_cos > m->row_cos_limit) {
-        for (int64_t t = 0; t < fx->num_q_tokens; ++t)
-            for (int h = 0; h < H; ++h) {
-                double rab = 0, ra2b2 = 0;
-                for (int ch = 0; ch < DV; ++ch) {
-                    const size_t e = ((size_t)t * H + h) * DV + ch;
-                    const double r = ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
-                    const double v = o[e];
-                    if (!isfinite(v) || (unwritten && unwritten[e]))
-                        continue;
-                    rab += v * r;
-                    ra2b2 += v * v + r * r;
-                }
-                const double rcos = ra2b2 > 0 ? 1.0 - 2.0 * rab / ra2b2 : 0.0;
-                if (rcos > m->row_cos_limit) {
-                    if (m->n_rows_over++ == 0 && !first_reason[0])
-                        snprintf(first_reason, sizeof first_reason,
-                                 "row (token %lld, head %d) cos_diff %.3g > row limit %.3g",
-                                 (long long)t, h, rcos, m->row_cos_limit);
-                }
-            }
-    }
+    /* Rows over the per-row limit (the limit is known only now). */
+    for (int64_t t = 0; t < fx->num_q_tokens; ++t)
+        for (int h = 0; h < H; ++h) {
+            const size_t ri = (size_t)t * H + h;
+            const double lim = fmax(m->row_cos_limit, row_floor[ri]);
+            if (row_cos[ri] > lim && m->n_rows_over++ == 0 && !first_reason[0])
+                snprintf(first_reason, sizeof first_reason,
+                         "row (token %lld, head %d) cos_diff %.3g > row limit %.3g",
+                         (long long)t, h, row_cos[ri], lim);
+        }
+    free(row_cos);
+    free(row_floor);
 
     if (m->n_unwritten || m->n_nan || m->n_over || m->n_rows_over) {
         verdict = MLA_VERDICT_FAIL;
@@ -562,6 +596,23 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                  "rows over limit)",
                  first_reason, (long long)m->n_unwritten, (long long)m->n_nan,
                  (long long)m->n_over, (long long)m->n_rows_over);
+    } else if (m->n_compared == 0) {
+        /* Nothing finite to compare: not a pass (no accuracy was shown). */
+        verdict = MLA_VERDICT_NA;
+        if (m->n_elems == 0)
+            snprintf(reason, reason_n, "nothing to judge: the case has no output elements");
+        else
+            snprintf(reason, reason_n,
+                     "nothing to judge: all %lld reference elements are NaN/Inf (the output "
+                     "matches their classes)",
+                     (long long)m->n_elems);
+    } else if (sum_a2b2 == 0) {
+        /* Every compared element is 0 in both: a degenerate case (an extreme
+         * scale flushed everything to zero) shows nothing about accuracy. */
+        verdict = MLA_VERDICT_NA;
+        snprintf(reason, reason_n,
+                 "degenerate: all %lld compared elements are 0 in the reference and the output",
+                 (long long)m->n_compared);
     } else if (m->n_bias_over) {
         /* Before cos_diff: a bias is the more specific diagnosis (a
          * truncating kernel also raises cos_diff). Names the group furthest

@@ -178,6 +178,8 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
         json_num(f, m->row_cos_limit);
         fputs(", \"rel_tol\": ", f);
         json_num(f, m->rel_tol);
+        fprintf(f, ", \"n_compared\": %lld, \"n_ref_nonfinite\": %lld",
+                (long long)m->n_compared, (long long)m->n_ref_nonfinite);
         fprintf(f, ", \"n_elems\": %lld, \"n_nan\": %lld, \"n_unwritten\": %lld, \"n_over\": %lld, "
                    "\"n_rows_over\": %lld, \"ulp_hist\": [",
                 (long long)m->n_elems, (long long)m->n_nan, (long long)m->n_unwritten,

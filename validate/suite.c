@@ -102,6 +102,14 @@ static void count_and_print(val_suite *s, const mla_case_result *res)
     else
         printf("%-8s %-28s %-22s %s\n", mla_verdict_name(res->verdict), res->fixture,
                res->backend, res->reason);
+    /* Non-finite policy: say how many elements the finite statistics ran
+     * over when some were left out (NaN/Inf in the reference). */
+    if ((res->verdict == MLA_VERDICT_PASS || res->verdict == MLA_VERDICT_FAIL) &&
+        res->m.n_compared < res->m.n_elems)
+        printf("         %-28s %-22s compared %lld of %lld elements (%lld NaN/Inf in the "
+               "reference)\n",
+               res->fixture, res->backend, (long long)res->m.n_compared,
+               (long long)res->m.n_elems, (long long)res->m.n_ref_nonfinite);
     fflush(stdout);
 }
 

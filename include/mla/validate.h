@@ -109,7 +109,10 @@ typedef struct {
     double cos_vs_oracle; /* cos_diff against the fp64 oracle where it ran; -1 otherwise */
     double max_abs_vs_oracle;
     int64_t n_elems;
-    int64_t n_nan;        /* non-finite outputs where the reference is finite */
+    int64_t n_nan;        /* non-finite outputs where the reference is finite, or outputs
+                           * of another class where it is NaN / +-Inf */
+    int64_t n_compared;   /* elements both finite: the set err, cos, rows and bias run over */
+    int64_t n_ref_nonfinite; /* elements where the reference is NaN or +-Inf */
     int64_t n_unwritten;  /* still holding the poison pattern */
     int64_t n_over;       /* elements over their bound */
     int64_t n_rows_over;  /* rows over the per-row cos_diff limit */
