@@ -249,8 +249,17 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
 
 /* Slope and threshold (B2) of a group; 0 when the group has nothing to
  * judge (no finite element with r != 0). */
-static int bias_eval(const bias_acc *g, double u, int k, double *slope, double *tau)
+/* The path's rounding model for (B1)/(B2): output unit roundoff u, k extra
+ * bf16 roundings in the model term, kc of them in the cancellation term. */
+typedef struct {
+    double u;
+    int k, kc;
+} bias_model;
+
+static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, double *tau)
 {
+    const double u = bm->u;
+    const int k = bm->k;
     if (!(g->b > 0) || g->n == 0)
         return 0;
     const double d = g->a / g->b; /* s - 1 */
@@ -259,16 +268,16 @@ static int bias_eval(const bias_acc *g, double u, int k, double *slope, double *
     const double clus = sqrt(fmax(0.0, g->ca2 - 2.0 * d * g->cab + d * d * g->cb2)) / g->b;
     const double sigma = fmax(model, fmax(white, clus));
     *slope = 1.0 + d;
-    *tau = BIAS_Z * sigma + (k * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
+    *tau = BIAS_Z * sigma + (bm->kc * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
     return 1;
 }
 
 /* Judges one group: records the worst ratio and the first failure. */
-static void bias_judge(const bias_acc *g, double u, int k, const char *name, mla_metrics *m,
+static void bias_judge(const bias_acc *g, const bias_model *bm, const char *name, mla_metrics *m,
                        char *first, size_t first_n)
 {
     double slope, tau;
-    if (!bias_eval(g, u, k, &slope, &tau))
+    if (!bias_eval(g, bm, &slope, &tau))
         return;
     m->n_bias_groups++;
     const double ratio = tau > 0 ? fabs(slope - 1.0) / tau : (slope != 1.0 ? INFINITY : 0);
@@ -336,7 +345,13 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     }
     /* Unit roundoff of the output (B1): bf16 outputs, or the fp32 reference
      * judged against the oracle. */
-    const double u_out = ref_path ? U_32 : U_B;
+    /* Every one of the k roundings carries the a-priori cancellation term,
+     * not only the rounding of P (whose error a row's elements share):
+     * per-element roundings of partials are in principle measured by the
+     * residuals, but a row whose sum r^2 rests on a few channels gives that
+     * estimate few degrees of freedom (tried: a correct model reached 0.996
+     * of its threshold on k3-scales with kc = P only). */
+    const bias_model bm = {ref_path ? U_32 : U_B, kterms, kterms};
     char bias_first[384] = "";
 
     for (int b = 0; b < c->num_seqs; ++b) {
@@ -477,7 +492,7 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         char gname[64];
                         snprintf(gname, sizeof gname, "row (token %lld, head %d)", (long long)t,
                                  h);
-                        bias_judge(&racc, u_out, kterms, gname, m, bias_first,
+                        bias_judge(&racc, &bm, gname, m, bias_first,
                                    sizeof bias_first);
                         bias_add_row(&g_sh[(size_t)b * nbh + h], &racc);
                         bias_add_row(&g_dh[(size_t)i * nbh + h], &racc);
@@ -547,22 +562,22 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
         for (int b = 0; b < c->num_seqs; ++b)
             for (int h = 0; h < H; ++h) {
                 snprintf(gname, sizeof gname, "sequence %d head %d", b, h);
-                bias_judge(&g_sh[(size_t)b * nbh + h], u_out, kterms, gname, m, bias_first,
+                bias_judge(&g_sh[(size_t)b * nbh + h], &bm, gname, m, bias_first,
                            sizeof bias_first);
             }
         for (int i = 0; i < Lmax; ++i)
             for (int h = 0; h < H; ++h) {
                 snprintf(gname, sizeof gname, "draft row %d head %d", i, h);
-                bias_judge(&g_dh[(size_t)i * nbh + h], u_out, kterms, gname, m, bias_first,
+                bias_judge(&g_dh[(size_t)i * nbh + h], &bm, gname, m, bias_first,
                            sizeof bias_first);
             }
         for (int b = 0; b < c->num_seqs; ++b) {
             snprintf(gname, sizeof gname, "sequence %d", b);
-            bias_judge(&g_s[b], u_out, kterms, gname, m, bias_first, sizeof bias_first);
+            bias_judge(&g_s[b], &bm, gname, m, bias_first, sizeof bias_first);
         }
         for (int h = 0; h < H; ++h) {
             snprintf(gname, sizeof gname, "head %d", h);
-            bias_judge(&g_h[h], u_out, kterms, gname, m, bias_first, sizeof bias_first);
+            bias_judge(&g_h[h], &bm, gname, m, bias_first, sizeof bias_first);
         }
     }
     free(g_sh), free(g_dh), free(g_s), free(g_h);
