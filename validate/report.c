@@ -263,6 +263,18 @@ static size_t summarise(const mla_case_result *r, size_t n, backend_summary *s, 
     return ns;
 }
 
+/* The split counts a tier really ran, as its runs reported them. */
+static void splits_ran(const backend_summary *b, char *out, size_t n)
+{
+    if (b->smax == 0)
+        snprintf(out, n, "%s", b->s_unknown ? "not reported" : "none");
+    else if (b->smin == b->smax)
+        snprintf(out, n, "%d%s", b->smin, b->s_unknown ? " (some not reported)" : "");
+    else
+        snprintf(out, n, "%d..%d%s", b->smin, b->smax,
+                 b->s_unknown ? " (some not reported)" : "");
+}
+
 static const char *ULP_LABELS[8] = {"0", "<=0.5", "<=1", "<=2", "<=4", "<=8", "<=16", ">16"};
 
 static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
@@ -276,13 +288,8 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
                "| worst cos_diff | worst bound ratio | worst bias ratio |\n"
                "|---|---|---|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < ns; ++k) {
-        /* The split counts each tier really ran, as its runs reported them. */
         char sr[64];
-        if (s[k].smax == 0)
-            snprintf(sr, sizeof sr, "%s", s[k].s_unknown ? "not reported" : "none");
-        else
-            snprintf(sr, sizeof sr, "%d..%d%s", s[k].smin, s[k].smax,
-                     s[k].s_unknown ? " (some not reported)" : "");
+        splits_ran(&s[k], sr, sizeof sr);
         fprintf(f, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n", s[k].name, s[k].pass,
                 s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos, s[k].worst_ratio,
                 s[k].worst_bias);
@@ -487,13 +494,16 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     fprintf(f, "</code><br>backends: ");
     html_str(f, meta->backends);
     fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
-               "<th>declined</th><th>n/a</th><th>worst cos_diff</th><th>worst bound ratio</th>"
-               "</tr>\n");
-    for (size_t k = 0; k < ns; ++k)
-        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.2e</td>"
-                   "<td>%.3f</td></tr>\n",
-                s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, s[k].worst_cos,
-                s[k].worst_ratio);
+               "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
+               "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
+    for (size_t k = 0; k < ns; ++k) {
+        char sr[64];
+        splits_ran(&s[k], sr, sizeof sr);
+        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
+                   "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n",
+                s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos,
+                s[k].worst_ratio, s[k].worst_bias);
+    }
     fprintf(f, "</table>\n<h2>Plots</h2>\n");
     svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
                 "longest prefix (keys, log scale)", "cos_diff (log)", r, n, s, ns, 0, 1);
