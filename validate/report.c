@@ -1,6 +1,7 @@
 /* Validation reports. The HTML page draws its plots as inline SVG so it
  * opens anywhere, offline, and can be attached to a review as one file. */
 #include "mla/report.h"
+#include "mla/fsutil.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,19 +10,72 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void json_str(FILE *f, const char *s)
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes there
+ * are not one (overlong, surrogate, truncated, out of range). */
+static int utf8_len(const unsigned char *s)
 {
+    if (s[0] < 0x80)
+        return 1;
+    int n;
+    uint32_t cp;
+    if ((s[0] & 0xe0) == 0xc0)
+        n = 2, cp = s[0] & 0x1f;
+    else if ((s[0] & 0xf0) == 0xe0)
+        n = 3, cp = s[0] & 0x0f;
+    else if ((s[0] & 0xf8) == 0xf0)
+        n = 4, cp = s[0] & 0x07;
+    else
+        return 0;
+    for (int i = 1; i < n; ++i) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A JSON string. Names come from files (case_name is any byte string), so
+ * bytes that are not UTF-8 are written as \u00XX of the byte (the JSON
+ * stays valid; the byte value stays visible). */
+static void json_str(FILE *f, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
-    for (; s && *s; ++s) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
+    while (s && *s) {
+        const unsigned char c = *s;
+        if (c == '"' || c == '\\') {
             fprintf(f, "\\%c", c);
-        else if (c < 0x20)
+            s++;
+        } else if (c < 0x20 || c == 0x7f) {
             fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
+            s++;
+        } else {
+            const int n = utf8_len(s);
+            if (n == 0) {
+                fprintf(f, "\\u%04x", c);
+                s++;
+            } else {
+                fwrite(s, 1, (size_t)n, f);
+                s += n;
+            }
+        }
     }
     fputc('"', f);
+}
+
+/* The split count a run reported: "-" when its path has none, "?" when the
+ * backend could not tell. */
+static const char *splits_cell(int splits, char *buf, size_t n)
+{
+    if (splits == MLA_SPLITS_NONE)
+        return "-";
+    if (splits == MLA_SPLITS_UNKNOWN)
+        return "?";
+    snprintf(buf, n, "%d", splits);
+    return buf;
 }
 
 /* JSON has no inf/NaN: write null. */
@@ -78,8 +132,13 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
         fputs(", \"reason\": ", f);
         json_str(f, c->reason);
         fprintf(f, ", \"num_seqs\": %d, \"num_heads\": %d, \"q_len\": %d, \"max_prefix\": %lld, "
-                   "\"max_splits\": %d, \"seconds\": ",
-                c->num_seqs, c->num_heads, c->q_len, (long long)c->max_prefix, c->max_splits);
+                   "\"splits\": ",
+                c->num_seqs, c->num_heads, c->q_len, (long long)c->max_prefix);
+        if (c->splits == MLA_SPLITS_UNKNOWN)
+            fputs("null", f); /* the backend did not report it */
+        else
+            fprintf(f, "%d", c->splits);
+        fputs(", \"seconds\": ", f);
         json_num(f, c->seconds);
         fputs(", \"max_abs\": ", f);
         json_num(f, m->max_abs);
@@ -103,12 +162,24 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
         json_num(f, m->cos_vs_oracle);
         fputs(", \"max_abs_vs_oracle\": ", f);
         json_num(f, m->max_abs_vs_oracle);
+        fputs(", \"bias_ratio\": ", f);
+        json_num(f, m->bias_ratio);
+        fputs(", \"bias_slope\": ", f);
+        json_num(f, m->bias_slope);
+        fputs(", \"bias_threshold\": ", f);
+        json_num(f, m->bias_threshold);
+        fputs(", \"bias_group\": ", f);
+        json_str(f, m->bias_group);
+        fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld",
+                (long long)m->n_bias_groups, (long long)m->n_bias_over);
         fputs(", \"cos_limit\": ", f);
         json_num(f, m->cos_limit);
         fputs(", \"row_cos_limit\": ", f);
         json_num(f, m->row_cos_limit);
         fputs(", \"rel_tol\": ", f);
         json_num(f, m->rel_tol);
+        fprintf(f, ", \"n_compared\": %lld, \"n_ref_nonfinite\": %lld",
+                (long long)m->n_compared, (long long)m->n_ref_nonfinite);
         fprintf(f, ", \"n_elems\": %lld, \"n_nan\": %lld, \"n_unwritten\": %lld, \"n_over\": %lld, "
                    "\"n_rows_over\": %lld, \"ulp_hist\": [",
                 (long long)m->n_elems, (long long)m->n_nan, (long long)m->n_unwritten,
@@ -127,17 +198,11 @@ typedef int (*report_writer)(FILE *, const mla_report_meta *, const mla_case_res
 static mla_status write_file(const char *path, report_writer w, const mla_report_meta *meta,
                              const mla_case_result *r, size_t n, mla_error *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        mla_error_set(err, "%s: %s", path, strerror(errno));
-        return MLA_ERR_IO;
-    }
-    int ok = w(f, meta, r, n);
-    if (fclose(f) != 0 || !ok) {
-        mla_error_set(err, "%s: write failed", path);
-        return MLA_ERR_IO;
-    }
-    return MLA_OK;
+    mla_atomic_file a;
+    mla_status st = mla_atomic_open(&a, path, err);
+    if (st != MLA_OK)
+        return st;
+    return mla_atomic_close(&a, w(a.f, meta, r, n), err);
 }
 
 mla_status mla_report_write_json(const char *path, const mla_report_meta *meta,
@@ -151,7 +216,8 @@ mla_status mla_report_write_json(const char *path, const mla_report_meta *meta,
 typedef struct {
     char name[64];
     int pass, fail, declined, na;
-    double worst_cos, worst_ratio;
+    double worst_cos, worst_ratio, worst_bias;
+    int smin, smax, s_unknown; /* split counts the runs reported (smax 0: none had splits) */
     long long hist[8];
 } backend_summary;
 
@@ -180,11 +246,33 @@ static size_t summarise(const mla_case_result *r, size_t n, backend_summary *s, 
                 s[k].worst_cos = r[i].m.cos_diff;
             if (r[i].m.worst_ratio > s[k].worst_ratio)
                 s[k].worst_ratio = r[i].m.worst_ratio;
+            if (r[i].m.bias_ratio > s[k].worst_bias)
+                s[k].worst_bias = r[i].m.bias_ratio;
+            if (r[i].splits == MLA_SPLITS_UNKNOWN)
+                s[k].s_unknown++;
+            else if (r[i].splits >= 1) {
+                if (s[k].smax == 0 || r[i].splits < s[k].smin)
+                    s[k].smin = r[i].splits;
+                if (r[i].splits > s[k].smax)
+                    s[k].smax = r[i].splits;
+            }
             for (int b = 0; b < 8; ++b)
                 s[k].hist[b] += r[i].m.ulp_hist[b];
         }
     }
     return ns;
+}
+
+/* The split counts a tier really ran, as its runs reported them. */
+static void splits_ran(const backend_summary *b, char *out, size_t n)
+{
+    if (b->smax == 0)
+        snprintf(out, n, "%s", b->s_unknown ? "not reported" : "none");
+    else if (b->smin == b->smax)
+        snprintf(out, n, "%d%s", b->smin, b->s_unknown ? " (some not reported)" : "");
+    else
+        snprintf(out, n, "%d..%d%s", b->smin, b->smax,
+                 b->s_unknown ? " (some not reported)" : "");
 }
 
 static const char *ULP_LABELS[8] = {"0", "<=0.5", "<=1", "<=2", "<=4", "<=8", "<=16", ">16"};
@@ -196,19 +284,26 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
     fprintf(f, "# MLA verify validation report\n\n");
     fprintf(f, "- commit: `%s`\n- machine: %s\n- date: %s\n- command: `%s`\n- backends: %s\n\n",
             meta->commit, meta->machine, meta->date, meta->command, meta->backends);
-    fprintf(f, "## Summary per backend\n\n| backend | pass | fail | declined | n/a | worst cos_diff "
-               "| worst bound ratio |\n|---|---|---|---|---|---|---|\n");
-    for (size_t k = 0; k < ns; ++k)
-        fprintf(f, "| %s | %d | %d | %d | %d | %.2e | %.3f |\n", s[k].name, s[k].pass, s[k].fail,
-                s[k].declined, s[k].na, s[k].worst_cos, s[k].worst_ratio);
+    fprintf(f, "## Summary per backend\n\n| backend | pass | fail | declined | n/a | splits ran "
+               "| worst cos_diff | worst bound ratio | worst bias ratio |\n"
+               "|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t k = 0; k < ns; ++k) {
+        char sr[64];
+        splits_ran(&s[k], sr, sizeof sr);
+        fprintf(f, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n", s[k].name, s[k].pass,
+                s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos, s[k].worst_ratio,
+                s[k].worst_bias);
+    }
     fprintf(f, "\n## Every case\n\n| fixture | backend | verdict | max prefix | splits | "
                "cos_diff | worst row cos | max abs | bound ratio | within 1 ulp | lse max abs "
                "| note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < n; ++i) {
         const mla_case_result *c = &r[i];
         int judged = c->verdict == MLA_VERDICT_PASS || c->verdict == MLA_VERDICT_FAIL;
-        fprintf(f, "| %s | %s | **%s** | %lld | %d | ", c->fixture, c->backend,
-                mla_verdict_name(c->verdict), (long long)c->max_prefix, c->max_splits);
+        char sb[16];
+        fprintf(f, "| %s | %s | **%s** | %lld | %s | ", c->fixture, c->backend,
+                mla_verdict_name(c->verdict), (long long)c->max_prefix,
+                splits_cell(c->splits, sb, sizeof sb));
         char lse_cell[32] = "-";
         if (judged && c->m.lse_max_abs >= 0)
             snprintf(lse_cell, sizeof lse_cell, "%.2e", c->m.lse_max_abs);
@@ -252,9 +347,9 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (size_t i = 0; i < n; ++i) {
         if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
-            r[i].m.n_elems == 0)
+            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
             continue;
-        double x = xsel ? r[i].max_splits : (double)r[i].max_prefix;
+        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
         if (xlog)
             x = log2(x + 1);
         double y = log10(fmax(r[i].m.cos_diff, 1e-16));
@@ -303,12 +398,12 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     fprintf(f, "</text>\n");
     for (size_t i = 0; i < n; ++i) {
         if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
-            r[i].m.n_elems == 0)
+            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
             continue;
         size_t k = 0;
         while (k < ns && strcmp(s[k].name, r[i].backend) != 0)
             ++k;
-        double x = xsel ? r[i].max_splits : (double)r[i].max_prefix;
+        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
         if (xlog)
             x = log2(x + 1);
         double y = log10(fmax(r[i].m.cos_diff, 1e-16));
@@ -399,17 +494,20 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     fprintf(f, "</code><br>backends: ");
     html_str(f, meta->backends);
     fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
-               "<th>declined</th><th>n/a</th><th>worst cos_diff</th><th>worst bound ratio</th>"
-               "</tr>\n");
-    for (size_t k = 0; k < ns; ++k)
-        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.2e</td>"
-                   "<td>%.3f</td></tr>\n",
-                s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, s[k].worst_cos,
-                s[k].worst_ratio);
+               "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
+               "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
+    for (size_t k = 0; k < ns; ++k) {
+        char sr[64];
+        splits_ran(&s[k], sr, sizeof sr);
+        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
+                   "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n",
+                s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos,
+                s[k].worst_ratio, s[k].worst_bias);
+    }
     fprintf(f, "</table>\n<h2>Plots</h2>\n");
     svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
                 "longest prefix (keys, log scale)", "cos_diff (log)", r, n, s, ns, 0, 1);
-    svg_scatter(f, "Tensor cos_diff against the case's largest active split count",
+    svg_scatter(f, "Tensor cos_diff against the split count each run reported",
                 "active splits (fast-path plan)", "cos_diff (log)", r, n, s, ns, 1, 0);
     svg_hist(f, s, ns);
     fprintf(f, "<h2>Every case</h2>\n<table><tr><th>fixture</th><th>family</th><th>backend</th>"
@@ -425,9 +523,10 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
         html_str(f, c->family);
         fprintf(f, "</td><td>");
         html_str(f, c->backend);
-        fprintf(f, "</td><td class=\"%s\">%s</td><td>%lld</td><td>%d</td>",
+        char sb[16];
+        fprintf(f, "</td><td class=\"%s\">%s</td><td>%lld</td><td>%s</td>",
                 mla_verdict_name(c->verdict), mla_verdict_name(c->verdict),
-                (long long)c->max_prefix, c->max_splits);
+                (long long)c->max_prefix, splits_cell(c->splits, sb, sizeof sb));
         if (judged && c->m.n_elems)
             fprintf(f, "<td>%.2e</td><td>%.2e</td><td>%.3g</td><td>%.3f</td><td>%.1f%%</td>",
                     c->m.cos_diff, c->m.worst_row_cos, c->m.max_abs, c->m.worst_ratio,
@@ -445,11 +544,9 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
 mla_status mla_report_write_dir(const char *dir, const mla_report_meta *meta,
                                 const mla_case_result *r, size_t n, mla_error *err)
 {
-    struct stat sb;
-    if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0) {
-        mla_error_set(err, "%s: cannot create directory: %s", dir, strerror(errno));
-        return MLA_ERR_IO;
-    }
+    mla_status dst = mla_mkdir_p(dir, err);
+    if (dst != MLA_OK)
+        return dst;
     const struct {
         const char *name;
         report_writer w;
