@@ -5,7 +5,7 @@
 #include "mla/model.h"
 #include "mla/reference.h"
 #ifdef MLA_HAVE_GPU
-#include "mla/gpu.h"
+#include "gpu_backend.h"
 #endif
 
 #include <math.h>
@@ -132,7 +132,7 @@ static const mla_backend BACKENDS[] = {
      MLA_EXPECT_ACCEPT_ALL, 0, 1, always, run_reference, 0},
     {"oracle", "fp64 plain-loop oracle (reference/oracle.c)", MLA_PATH_REFERENCE,
      MLA_EXPECT_ACCEPT_ALL, 0, 0, always, run_oracle, 0},
-    {"model", "CPU model of the two-stage GPU kernel: bf16 partials (hip/model.c)",
+    {"model", "CPU model of the two-stage GPU kernel: bf16 partials (seed/model.c)",
      MLA_PATH_BF16_PARTIALS, MLA_EXPECT_SPEC_DECLINES, 1, 1, always, run_model, MLA_MUT_NONE},
     {"captured", "the file's /expected/o (a trace or a kernel under suspicion)",
      MLA_PATH_BF16_P_PARTIALS, MLA_EXPECT_HAS_EXPECTED, 1, 1, has_expected, run_captured, 0},

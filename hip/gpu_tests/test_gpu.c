@@ -6,6 +6,7 @@
  *
  * Usage: test_gpu [--small] [--seed N] [--tier fast|perhead|generic] [CASE...]
  * Exit 77 (ctest skip) when no GPU is present. */
+#include "gpu_backend.h"
 #include "mla/gpu.h"
 #include "mla/reference.h"
 #include "mla/validate.h"

@@ -2,12 +2,15 @@
  * poisoned, guarded device buffers, o and lse back on the host. Every runtime
  * call is checked; the guards and the poison turn out-of-bounds writes and
  * writes by a declining tier into errors instead of silent corruption. */
+#include "gpu_backend.h"
+
 #include "compat.h"
 #include "mla/gpu.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Guard regions: 64 KiB each side, far past any row a stray index would
  * reach by one tile, filled with a byte pattern no output element takes
@@ -16,23 +19,6 @@
  * exact bit comparison, which is what the check does). */
 #define GUARD_BYTES ((size_t)65536)
 #define GUARD_BYTE 0xA5
-
-int mla_gpu_available(char *why, size_t n)
-{
-    int count = 0;
-    hipError_t e = hipGetDeviceCount(&count);
-    if (e != hipSuccess || count < 1) {
-        if (why && n)
-            snprintf(why, n, "no GPU: %s",
-                     e != hipSuccess ? hipGetErrorString(e) : "no device present");
-        /* Clear the sticky error of a failed probe. */
-        (void)hipGetLastError();
-        return 0;
-    }
-    if (why && n)
-        snprintf(why, n, "%d device(s)", count);
-    return 1;
-}
 
 typedef struct {
     void *ptrs[16];
@@ -158,13 +144,13 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
     a.o = (mla_bf16 *)((unsigned char *)d_o + GUARD_BYTES);
     a.lse = (float *)((unsigned char *)d_l + GUARD_BYTES);
 
-    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier);
+    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier, NULL);
     if (ws_b)
         CHECK(dmalloc(&al, &d_ws, ws_b));
 
     mla_error run_err;
     run_err.msg[0] = 0;
-    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, d_ws, ws_b, NULL, NULL, &run_err);
+    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, NULL, d_ws, ws_b, NULL, NULL, &run_err);
     CHECK(hipGetLastError());
     CHECK(hipDeviceSynchronize());
     CHECK(hipMemcpy(host_o, d_o, o_b + 2 * GUARD_BYTES, hipMemcpyDeviceToHost));
