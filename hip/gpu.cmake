@@ -67,6 +67,13 @@ target_compile_options(mla-bench PRIVATE "SHELL:-include mla_version.h")
 add_dependencies(mla-bench mla_version)
 target_link_libraries(mla-bench PRIVATE mla_gpu ${CMAKE_DL_LIBS})
 
+# The host side of the API (options, plans, workspace sizes, declines):
+# no device needed.
+add_executable(test_gpu_api ${CMAKE_CURRENT_LIST_DIR}/gpu_tests/test_api.c)
+target_link_libraries(test_gpu_api PRIVATE mla_gpu)
+add_test(NAME hip.gpu.api COMMAND test_gpu_api)
+set_tests_properties(hip.gpu.api PROPERTIES LABELS "cpu;gpu")
+
 # Self-contained GPU test: every catalogue case, every tier, against the
 # CPU reference.
 if(TARGET mla_fixture AND TARGET mla_reference)
@@ -78,7 +85,11 @@ if(TARGET mla_fixture AND TARGET mla_reference)
   target_link_libraries(test_gpu PRIVATE mla_gpu mla_judge mla_reference mla_fixture m)
   add_test(NAME hip.gpu.tiers COMMAND test_gpu --small)
   add_test(NAME hip.gpu.tiers.large COMMAND test_gpu)
-  set_tests_properties(hip.gpu.tiers hip.gpu.tiers.large PROPERTIES
+  # The variants the options keep selectable: one 96-row CTA (the lever of
+  # the 96-row kernels) and the single-role mma.sync stage 1.
+  add_test(NAME hip.gpu.tiers.rows96 COMMAND test_gpu --small --tier fast --fast-rows 96)
+  add_test(NAME hip.gpu.tiers.mma COMMAND test_gpu --small --tier fast --fast-kernel mma)
+  set_tests_properties(hip.gpu.tiers hip.gpu.tiers.large hip.gpu.tiers.rows96 hip.gpu.tiers.mma PROPERTIES
     LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77)
   # compute-sanitizer over the shipped shapes: out-of-bounds accesses and
   # shared-memory races of every tier.

@@ -64,6 +64,12 @@ static int guard_intact(const unsigned char *g)
 mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host, float *lse_host,
                                mla_error *err)
 {
+    return mla_gpu_backend_run_opts(fx, tier, NULL, o_host, lse_host, err);
+}
+
+mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_gpu_options *opt,
+                                    mla_bf16 *o_host, float *lse_host, mla_error *err)
+{
     mla_status st = MLA_OK;
     dev_allocs al;
     unsigned char *host_o = NULL, *host_l = NULL;
@@ -144,13 +150,13 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
     a.o = (mla_bf16 *)((unsigned char *)d_o + GUARD_BYTES);
     a.lse = (float *)((unsigned char *)d_l + GUARD_BYTES);
 
-    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier, NULL);
+    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier, opt);
     if (ws_b)
         CHECK(dmalloc(&al, &d_ws, ws_b));
 
     mla_error run_err;
     run_err.msg[0] = 0;
-    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, NULL, d_ws, ws_b, NULL, NULL, &run_err);
+    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, opt, d_ws, ws_b, NULL, NULL, &run_err);
     CHECK(hipGetLastError());
     CHECK(hipDeviceSynchronize());
     CHECK(hipMemcpy(host_o, d_o, o_b + 2 * GUARD_BYTES, hipMemcpyDeviceToHost));

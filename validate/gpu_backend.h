@@ -1,6 +1,5 @@
 /* Validator glue of the GPU tiers (private to validate/ and the GPU tests):
- * one fixture in, one tier run with the default options, o and lse back on
- * the host. */
+ * one fixture in, one tier run, o and lse back on the host. */
 #ifndef MLA_VALIDATE_GPU_BACKEND_H
 #define MLA_VALIDATE_GPU_BACKEND_H
 
@@ -18,6 +17,10 @@ extern "C" {
  * a declining tier that wrote output returns MLA_ERR_RUNTIME. */
 mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host,
                                float *lse_host, mla_error *err);
+
+/* The same with the variants of `opt` (NULL = defaults). */
+mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_gpu_options *opt,
+                                    mla_bf16 *o_host, float *lse_host, mla_error *err);
 
 #ifdef __cplusplus
 }
