@@ -23,8 +23,8 @@ namespace mla_dev {
 // docs/perf-log.md "64-row blocks for the 96-row shapes"). Why: the
 // single-role kernel (stage1_mma.h) runs gather -> S -> softmax -> PV of a
 // tile one after the other behind __syncthreads, so a CTA is latency-bound
-// (docs/perf-log.md "Versions": ~4.3 us per 32-token tile even alone on an
-// SM). Here warpgroup 0 gathers the tiles and computes S on
+// (docs/perf-log.md "Smallest split for launch-bound calls (first sweep)":
+// ~4.3 us per 32-token tile even alone on an SM). Here warpgroup 0 gathers the tiles and computes S on
 // wgmma (m64n32k16; 96 rows as two 64-row chains, rows 0-63 and 32-95) with
 // the softmax in the wgmma accumulators, while warpgroups 1 and 2 only run
 // the PV product, also on wgmma (64 rows: O = P V, m64n256k16; 96 rows:
@@ -109,7 +109,8 @@ __device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4]
 }
 
 // S of one 64-row block of Q (descriptor da) against the K tile (db) over
-// the 576 columns (36 k16 steps; the launcher checks D == 576), fully
+// the 576 columns (36 k16 steps; api.hip runs this kernel only for head_dim
+// 576), fully
 // unrolled: a rolled loop makes ptxas fence the accumulators in it (C7519;
 // each wgmma then waits for the previous one, 15% slower on the 64-row
 // shapes). The descriptors advance in place through an asm add (16-byte
