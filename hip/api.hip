@@ -252,6 +252,8 @@ static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_
 extern "C" const char *mla_gpu_declines(const mla_gpu_args *a, mla_gpu_tier tier,
                                         const mla_gpu_options *opt)
 {
+    if (tier != MLA_GPU_TIER_FAST && tier != MLA_GPU_TIER_PERHEAD)
+        return NULL;
     if (mla_gpu_options_check(opt, NULL) != MLA_OK)
         return "invalid options (mla_gpu_options_check says which field)";
     mla_gpu_options def;
