@@ -8,7 +8,7 @@
 #include "mla/plan.h"
 #include "mla/reference.h"
 #ifdef MLA_HAVE_GPU
-#include "mla/gpu.h"
+#include "gpu_backend.h"
 #endif
 
 #include <math.h>
@@ -225,11 +225,13 @@ static int gpu_available(const mla_backend *b, char *why, size_t n)
 static mla_status run_gpu(const mla_backend *b, const mla_fixture *fx, mla_outputs *out,
                           mla_error *err)
 {
-    mla_status st = mla_gpu_backend_run(fx, b->arg, out->o16, out->lse, err);
+    mla_gpu_run_info info;
+    memset(&info, 0, sizeof info);
+    mla_status st = mla_gpu_backend_run_opts(fx, b->arg, NULL, out->o16, out->lse, &info, err);
     out->wrote_lse = st == MLA_OK;
-    /* The generic tier has no split partials; the split count of the fast
-     * and per-head tiers comes from the GPU library once it reports it. */
-    out->splits = b->kind == MLA_KIND_GPU_GENERIC ? MLA_SPLITS_NONE : MLA_SPLITS_UNKNOWN;
+    /* The split count the tier reports it ran (the generic tier has none). */
+    out->splits = st != MLA_OK ? MLA_SPLITS_UNKNOWN
+                  : info.num_splits > 0 ? info.num_splits : MLA_SPLITS_NONE;
     return st;
 }
 #define GPU_FAST MLA_GPU_TIER_FAST
@@ -279,7 +281,7 @@ static const mla_backend BACKENDS[] = {
      .expect = MLA_EXPECT_ACCEPT_ALL, .out_bf16 = 0, .in_default_set = 0, .available = always,
      .run = run_oracle},
     {.name = "model", .kind = MLA_KIND_MODEL,
-     .description = "CPU model of the two-stage GPU kernel: bf16 partials (hip/model.c)",
+     .description = "CPU model of the two-stage GPU kernel: bf16 partials (seed/model.c)",
      .path = MLA_PATH_BF16_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
      .in_default_set = 1, .available = always, .run = run_model, .arg = MLA_MUT_NONE},
     {.name = "captured", .kind = MLA_KIND_CAPTURED,

@@ -4,8 +4,12 @@
  * declines), accuracy (the validator's judge, SPEC section 7), and -- through
  * mla_gpu_backend_run -- guards, poison and declines that write nothing.
  *
- * Usage: test_gpu [--small] [--seed N] [--tier fast|perhead|generic] [CASE...]
+ * Usage: test_gpu [--small] [--seed N] [--tier fast|perhead|generic]
+ *                 [--fast-kernel auto|ws|mma] [--fast-rows 64|96] [--min-split N]
+ *                 [--split-rule adaptive|fixed] [CASE...]
+ * The variant flags fill mla_gpu_options (gpu.h); a bad value exits 2.
  * Exit 77 (ctest skip) when no GPU is present. */
+#include "gpu_backend.h"
 #include "mla/gpu.h"
 #include "mla/reference.h"
 #include "mla/validate.h"
@@ -42,8 +46,17 @@ int main(int argc, char **argv)
     uint64_t seed = fresh_seed();
     const char *only[64];
     int nonly = 0;
+    mla_gpu_options opts = mla_gpu_options_default();
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--small"))
+        if (!strcmp(argv[i], "--fast-kernel") && i + 1 < argc)
+            opts.fast_kernel = mla_gpu_fast_kernel_parse(argv[++i]);
+        else if (!strcmp(argv[i], "--fast-rows") && i + 1 < argc)
+            opts.fast_rows = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-split") && i + 1 < argc)
+            opts.fast_min_split = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--split-rule") && i + 1 < argc)
+            opts.fast_split_rule = mla_gpu_split_rule_parse(argv[++i]);
+        else if (!strcmp(argv[i], "--small"))
             small = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 0);
@@ -61,11 +74,20 @@ int main(int argc, char **argv)
         tiers[2] = MLA_GPU_TIER_GENERIC;
         ntier = 3;
     }
+    {
+        mla_error oerr;
+        if (mla_gpu_options_check(&opts, &oerr) != MLA_OK) {
+            fprintf(stderr, "test_gpu: %s\n", oerr.msg);
+            return 2;
+        }
+    }
     if (!mla_gpu_available(why, sizeof why)) {
         printf("SKIP: %s\n", why);
         return 77;
     }
-    printf("test_gpu: seed %llu (rerun with --seed to reproduce)\n", (unsigned long long)seed);
+    printf("test_gpu: seed %llu (rerun with --seed to reproduce); fast kernel %s, rows %d, min split %d, rule %s\n",
+           (unsigned long long)seed, mla_gpu_fast_kernel_name(opts.fast_kernel), opts.fast_rows,
+           opts.fast_min_split, mla_gpu_split_rule_name(opts.fast_split_rule));
 
     int failures = 0, runs = 0;
     for (size_t ci = 0; ci < mla_catalogue_count(); ++ci) {
@@ -115,7 +137,7 @@ int main(int argc, char **argv)
             const mla_gpu_tier t = tiers[ti];
             runs++;
             err.msg[0] = 0;
-            rs = mla_gpu_backend_run(&fx, (int)t, o, l, &err);
+            rs = mla_gpu_backend_run_opts(&fx, (int)t, &opts, o, l, &err);
             const int may_decline = t != MLA_GPU_TIER_GENERIC && expect_decline;
             if (rs == MLA_ERR_DECLINED) {
                 if (may_decline) {

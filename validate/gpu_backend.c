@@ -2,37 +2,16 @@
  * poisoned, guarded device buffers, o and lse back on the host. Every runtime
  * call is checked; the guards and the poison turn out-of-bounds writes and
  * writes by a declining tier into errors instead of silent corruption. */
+#include "gpu_backend.h"
+
 #include "compat.h"
 #include "mla/gpu.h"
+#include "mla/guard.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* Guard regions: 64 KiB each side, far past any row a stray index would
- * reach by one tile, filled with a byte pattern no output element takes
- * (0xA5A5 is a negative bf16 of magnitude 2.9e-16; 0xA5A5A5A5 an fp32 of
- * magnitude 2.9e-16 too, so a write of a small value is told apart only by
- * exact bit comparison, which is what the check does). */
-#define GUARD_BYTES ((size_t)65536)
-#define GUARD_BYTE 0xA5
-
-int mla_gpu_available(char *why, size_t n)
-{
-    int count = 0;
-    hipError_t e = hipGetDeviceCount(&count);
-    if (e != hipSuccess || count < 1) {
-        if (why && n)
-            snprintf(why, n, "no GPU: %s",
-                     e != hipSuccess ? hipGetErrorString(e) : "no device present");
-        /* Clear the sticky error of a failed probe. */
-        (void)hipGetLastError();
-        return 0;
-    }
-    if (why && n)
-        snprintf(why, n, "%d device(s)", count);
-    return 1;
-}
+#include <string.h>
 
 typedef struct {
     void *ptrs[16];
@@ -67,16 +46,15 @@ static hipError_t upload(dev_allocs *al, void **p, const void *src, size_t bytes
     return e;
 }
 
-static int guard_intact(const unsigned char *g)
-{
-    for (size_t i = 0; i < GUARD_BYTES; ++i)
-        if (g[i] != GUARD_BYTE)
-            return 0;
-    return 1;
-}
-
 mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host, float *lse_host,
                                mla_error *err)
+{
+    return mla_gpu_backend_run_opts(fx, tier, NULL, o_host, lse_host, NULL, err);
+}
+
+mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_gpu_options *opt,
+                                    mla_bf16 *o_host, float *lse_host, mla_gpu_run_info *info,
+                                    mla_error *err)
 {
     mla_status st = MLA_OK;
     dev_allocs al;
@@ -129,23 +107,21 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
     if (fx->sinks)
         CHECK(upload(&al, &d_sinks, fx->sinks, (size_t)H * 4));
 
-    /* Outputs: guard | poisoned data | guard, filled from the host so the
-     * exact bits are known. */
-    host_o = malloc(o_b + 2 * GUARD_BYTES);
-    host_l = malloc(l_b + 2 * GUARD_BYTES);
+    /* Outputs: the one guard convention (mla/guard.h), filled on the host
+     * so the exact bits are known, uploaded whole, read back whole. */
+    const size_t o_img = mla_guard_image_bytes((size_t)(T * H * Dv), 2);
+    const size_t l_img = mla_guard_image_bytes((size_t)(T * H), 4);
+    host_o = o_img ? malloc(o_img) : NULL;
+    host_l = l_img ? malloc(l_img) : NULL;
     if (!host_o || !host_l) {
         mla_error_set(err, "mla_gpu_backend_run: host allocation failed");
         st = MLA_ERR_NOMEM;
         goto done;
     }
-    memset(host_o, GUARD_BYTE, o_b + 2 * GUARD_BYTES);
-    memset(host_l, GUARD_BYTE, l_b + 2 * GUARD_BYTES);
-    for (size_t i = 0; i < o_b / 2; ++i)
-        memcpy(host_o + GUARD_BYTES + 2 * i, &(uint16_t){MLA_POISON_BF16}, 2);
-    for (size_t i = 0; i < l_b / 4; ++i)
-        memcpy(host_l + GUARD_BYTES + 4 * i, &(uint32_t){MLA_POISON_F32}, 4);
-    CHECK(upload(&al, &d_o, host_o, o_b + 2 * GUARD_BYTES));
-    CHECK(upload(&al, &d_l, host_l, l_b + 2 * GUARD_BYTES));
+    mla_guard_fill(host_o, (size_t)(T * H * Dv), 2);
+    mla_guard_fill(host_l, (size_t)(T * H), 4);
+    CHECK(upload(&al, &d_o, host_o, o_img));
+    CHECK(upload(&al, &d_l, host_l, l_img));
 
     a.q = d_q;
     a.k_extend = d_ke;
@@ -155,53 +131,26 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
     a.kv_indptr = d_kvp;
     a.kv_indices = d_idx;
     a.sinks = d_sinks;
-    a.o = (mla_bf16 *)((unsigned char *)d_o + GUARD_BYTES);
-    a.lse = (float *)((unsigned char *)d_l + GUARD_BYTES);
+    a.o = (mla_bf16 *)((unsigned char *)d_o + MLA_GUARD_BYTES);
+    a.lse = (float *)((unsigned char *)d_l + MLA_GUARD_BYTES);
 
-    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier);
+    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier, opt);
     if (ws_b)
         CHECK(dmalloc(&al, &d_ws, ws_b));
 
     mla_error run_err;
     run_err.msg[0] = 0;
-    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, d_ws, ws_b, NULL, NULL, &run_err);
+    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, opt, d_ws, ws_b, NULL, info, &run_err);
     CHECK(hipGetLastError());
     CHECK(hipDeviceSynchronize());
-    CHECK(hipMemcpy(host_o, d_o, o_b + 2 * GUARD_BYTES, hipMemcpyDeviceToHost));
-    CHECK(hipMemcpy(host_l, d_l, l_b + 2 * GUARD_BYTES, hipMemcpyDeviceToHost));
+    CHECK(hipMemcpy(host_o, d_o, o_img, hipMemcpyDeviceToHost));
+    CHECK(hipMemcpy(host_l, d_l, l_img, hipMemcpyDeviceToHost));
 
-    if (!guard_intact(host_o) || !guard_intact(host_o + GUARD_BYTES + o_b) || !guard_intact(host_l) ||
-        !guard_intact(host_l + GUARD_BYTES + l_b)) {
-        mla_error_set(err, "%s tier wrote outside its outputs: guard %s touched",
-                 mla_gpu_tier_name((mla_gpu_tier)tier),
-                 !guard_intact(host_o)                   ? "before o"
-                 : !guard_intact(host_o + GUARD_BYTES + o_b) ? "after o"
-                 : !guard_intact(host_l)                 ? "before lse"
-                                                         : "after lse");
-        st = MLA_ERR_RUNTIME;
+    st = mla_guard_check_run(mla_gpu_tier_name((mla_gpu_tier)tier), host_o, (size_t)(T * H * Dv), 2,
+                             host_l, (size_t)(T * H), rs == MLA_ERR_DECLINED, err);
+    if (st != MLA_OK)
         goto done;
-    }
     if (rs == MLA_ERR_DECLINED) {
-        for (size_t i = 0; i < o_b / 2; ++i) {
-            uint16_t v;
-            memcpy(&v, host_o + GUARD_BYTES + 2 * i, 2);
-            if (v != MLA_POISON_BF16) {
-                mla_error_set(err, "%s tier declined (%s) but wrote o element %zu",
-                         mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
-                st = MLA_ERR_RUNTIME;
-                goto done;
-            }
-        }
-        for (size_t i = 0; i < l_b / 4; ++i) {
-            uint32_t v;
-            memcpy(&v, host_l + GUARD_BYTES + 4 * i, 4);
-            if (v != MLA_POISON_F32) {
-                mla_error_set(err, "%s tier declined (%s) but wrote lse element %zu",
-                         mla_gpu_tier_name((mla_gpu_tier)tier), run_err.msg, i);
-                st = MLA_ERR_RUNTIME;
-                goto done;
-            }
-        }
         mla_error_set(err, "%s", run_err.msg);
         st = MLA_ERR_DECLINED;
         goto done;
@@ -211,9 +160,9 @@ mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host
         st = rs;
         goto done;
     }
-    memcpy(o_host, host_o + GUARD_BYTES, o_b);
+    memcpy(o_host, host_o + MLA_GUARD_BYTES, o_b);
     if (lse_host)
-        memcpy(lse_host, host_l + GUARD_BYTES, l_b);
+        memcpy(lse_host, host_l + MLA_GUARD_BYTES, l_b);
 
 done:
     for (int i = 0; i < al.n; ++i)

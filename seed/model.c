@@ -1,4 +1,5 @@
-/* CPU model of the two-stage MLA verify kernel (SPEC section 4).
+/* CPU model of the upstream two-stage MLA verify kernel (SPEC section 4),
+ * the seed our GPU tiers are measured against.
  *
  * It follows the GPU algorithm step for step rather than computing the
  * attention directly: the same plan and split partition, fp32 online softmax
@@ -32,31 +33,78 @@
 
 #define LOG2E_F 1.4426950408889634f
 
+static float round_bf16(float v)
+{
+    return mla_bf16_to_f32(mla_f32_to_bf16(v));
+}
+
+/* The planted bugs as data: each row names a bug class and sets the knobs of
+ * the arithmetic it perturbs; the correct model is the row whose knobs are
+ * all at their identity values (MLA_MUT_NONE). The arithmetic below reads
+ * the knobs and never compares mutation ids, so adding a bug of an existing
+ * class is one row here. */
+typedef struct {
+    const char *name;
+    const char *description;
+    const char *perturbs;
+    float (*round_partial)(float); /* storage rounding of a stage-1 partial */
+    int keep_remainder;            /* the last split absorbs P % active */
+    int split_start_shift;         /* keys every split starts late (clipped to P) */
+    int drafts_causal;             /* draft i sees drafts 0..i only */
+    float merge_max_shift;         /* split weight exp(lse - shift * max) */
+    float lse_log_scale;           /* partial lse = (m + ln l) in units of 1 / scale */
+    int skip_last_head_block;      /* the grid misses the last head block */
+    int guard_empty;               /* empty rows give 0 / -inf, never 0/0 */
+} mutation_row;
+
+#define CORRECT round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 1
+static const mutation_row k_mutations[MLA_MUT_COUNT] = {
+    [MLA_MUT_NONE] = {"none", "the kernel as designed", "nothing", CORRECT},
+    [MLA_MUT_DROP_REMAINDER] = {"drop_remainder", "last split ignores the remainder",
+                                "split partition: keep_remainder", round_bf16, 0, 0, 1, 1.0f,
+                                1.0f, 0, 1},
+    [MLA_MUT_NO_CAUSAL] = {"no_causal", "drafts see later drafts", "draft mask: drafts_causal",
+                           round_bf16, 1, 0, 0, 1.0f, 1.0f, 0, 1},
+    [MLA_MUT_FP16_PARTIALS] = {"fp16_partials", "partials rounded to fp16, not bf16",
+                               "partial storage: round_partial", mla_f32_round_f16, 1, 0, 1,
+                               1.0f, 1.0f, 0, 1},
+    [MLA_MUT_LSE_NO_MAX_SHIFT] = {"lse_no_max_shift", "merge exponentiates lse without the max",
+                                  "split merge: merge_max_shift", round_bf16, 1, 0, 1, 0.0f, 1.0f,
+                                  0, 1},
+    [MLA_MUT_LSE_BASE2] = {"lse_base2", "lse kept in base 2 but merged as natural",
+                           "partial lse: lse_log_scale", round_bf16, 1, 0, 1, 1.0f, LOG2E_F, 0, 1},
+    [MLA_MUT_PARTITION_OFF_BY_ONE] = {"partition_off_by_one", "split s starts one key late",
+                                      "split partition: split_start_shift", round_bf16, 1, 1, 1,
+                                      1.0f, 1.0f, 0, 1},
+    [MLA_MUT_SKIP_HEAD_BLOCK] = {"skip_head_block", "the last head block is never computed",
+                                 "grid: skip_last_head_block", round_bf16, 1, 0, 1, 1.0f, 1.0f, 1,
+                                 1},
+    [MLA_MUT_EMPTY_PREFIX_NAN] = {"empty_prefix_nan", "empty prefix divides 0/0 as upstream",
+                                  "empty rows: guard_empty", round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 0},
+};
+#undef CORRECT
+
+static const mutation_row *mutation_of(mla_mutation m)
+{
+    return ((int)m >= 0 && m < MLA_MUT_COUNT) ? &k_mutations[m] : NULL;
+}
+
 const char *mla_mutation_name(mla_mutation m)
 {
-    switch (m) {
-    case MLA_MUT_NONE:
-        return "none";
-    case MLA_MUT_DROP_REMAINDER:
-        return "drop_remainder";
-    case MLA_MUT_NO_CAUSAL:
-        return "no_causal";
-    case MLA_MUT_FP16_PARTIALS:
-        return "fp16_partials";
-    case MLA_MUT_LSE_NO_MAX_SHIFT:
-        return "lse_no_max_shift";
-    case MLA_MUT_LSE_BASE2:
-        return "lse_base2";
-    case MLA_MUT_PARTITION_OFF_BY_ONE:
-        return "partition_off_by_one";
-    case MLA_MUT_SKIP_HEAD_BLOCK:
-        return "skip_head_block";
-    case MLA_MUT_EMPTY_PREFIX_NAN:
-        return "empty_prefix_nan";
-    case MLA_MUT_COUNT:
-        break;
-    }
-    return "unknown";
+    const mutation_row *r = mutation_of(m);
+    return r ? r->name : "unknown";
+}
+
+const char *mla_mutation_description(mla_mutation m)
+{
+    const mutation_row *r = mutation_of(m);
+    return r ? r->description : "unknown mutation";
+}
+
+const char *mla_mutation_perturbs(mla_mutation m)
+{
+    const mutation_row *r = mutation_of(m);
+    return r ? r->perturbs : "unknown mutation";
 }
 
 mla_model_opts mla_model_opts_default(void)
@@ -113,7 +161,7 @@ static float dot_f32(const float *a, const float *b, int n)
 
 typedef struct {
     const mla_fixture *fx;
-    mla_mutation mut;
+    const mutation_row *mut;
     mla_plan plan;
     int dim;    /* q / key width (576) */
     int dv;     /* value width (512); also the "nope" part of the score */
@@ -150,9 +198,7 @@ static float score_of(const model_ctx *c, const float *q, const float *k)
 
 static float store_partial(const model_ctx *c, float v)
 {
-    if (c->mut == MLA_MUT_FP16_PARTIALS)
-        return mla_f32_round_f16(v);
-    return mla_bf16_to_f32(mla_f32_to_bf16(v));
+    return c->mut->round_partial(v);
 }
 
 /* The split partition as the kernel computes it, including the planted
@@ -163,16 +209,15 @@ static void split_range(const model_ctx *c, int32_t prefix, int32_t active, int3
     int32_t len = prefix / active;
 
     mla_plan_split_range(prefix, active, s, begin, end);
-    if (c->mut == MLA_MUT_DROP_REMAINDER && s == active - 1) {
+    if (!c->mut->keep_remainder && s == active - 1)
         *end = active * len;
-    } else if (c->mut == MLA_MUT_PARTITION_OFF_BY_ONE) {
-        /* A 1-based start: every split begins one key late and the last
-         * one still ends at the prefix end (clipped), so key 0 is lost. */
-        const int64_t b1 = (int64_t)s * len + 1;
-        const int64_t e1 = (s == active - 1) ? prefix : ((int64_t)s + 1) * len + 1;
-        *begin = (int32_t)(b1 > prefix ? prefix : b1);
-        *end = (int32_t)(e1 > prefix ? prefix : e1);
-    }
+    /* A shifted (e.g. 1-based) start: every split begins late and the last
+     * one still ends at the prefix end (clipped), so the first keys are
+     * lost. A shift of 0 is the plan's partition unchanged. */
+    const int64_t b1 = (int64_t)*begin + c->mut->split_start_shift;
+    const int64_t e1 = (int64_t)*end + c->mut->split_start_shift;
+    *begin = (int32_t)(b1 > prefix ? prefix : b1);
+    *end = (int32_t)(e1 > prefix ? prefix : e1);
 }
 
 /* Stage 1 for one (sequence, head block, split): fp32 online softmax of
@@ -242,7 +287,7 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
         const float *acc = c->acc + (size_t)r * c->dv;
         const float l = c->l[r];
 
-        if (l == 0.0f && c->mut != MLA_MUT_EMPTY_PREFIX_NAN) {
+        if (l == 0.0f && c->mut->guard_empty) {
             /* Empty split: a well-defined -inf partial, never 0/0. */
             for (d = 0; d < c->dv; d++)
                 o[d] = 0.0f;
@@ -252,10 +297,7 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
         /* Planted EMPTY_PREFIX_NAN: acc / l is 0/0 here, as upstream. */
         for (d = 0; d < c->dv; d++)
             o[d] = store_partial(c, (acc[d] / l) * c->v_scale);
-        if (c->mut == MLA_MUT_LSE_BASE2)
-            c->part_lse[slot] = c->m[r] * LOG2E_F + log2f(l);
-        else
-            c->part_lse[slot] = c->m[r] + logf(l);
+        c->part_lse[slot] = c->m[r] * c->mut->lse_log_scale + logf(l) * c->mut->lse_log_scale;
     }
 }
 
@@ -273,7 +315,7 @@ static void merge_splits(model_ctx *c, int hl, int i, int32_t active, float *lse
         m = fmaxf(m, lse[s]);
     for (d = 0; d < c->dv; d++)
         c->o_p[d] = 0.0f;
-    if (m == -INFINITY && c->mut != MLA_MUT_EMPTY_PREFIX_NAN) {
+    if (m == -INFINITY && c->mut->guard_empty) {
         *lse_p = -INFINITY; /* empty prefix: contributes nothing */
         return;
     }
@@ -282,8 +324,8 @@ static void merge_splits(model_ctx *c, int hl, int i, int32_t active, float *lse
          * final lse below still adds m back, which is how the bug looks when
          * one line of the online merge is edited. It shifts lse_p by m at
          * any magnitude and overflows to inf/inf once lse exceeds ~88. */
-        const float w =
-            (c->mut == MLA_MUT_LSE_NO_MAX_SHIFT) ? expf(lse[s]) : expf(lse[s] - m);
+        const float w = c->mut->merge_max_shift != 0.0f ? expf(lse[s] - c->mut->merge_max_shift * m)
+                                                        : expf(lse[s]);
         sum += w;
         for (d = 0; d < c->dv; d++)
             c->o_p[d] += w * po[(size_t)s * c->dv + d];
@@ -296,7 +338,7 @@ static void merge_splits(model_ctx *c, int hl, int i, int32_t active, float *lse
 /* Stage 2, draft half: the L x L block of row i in fp32, one tile. */
 static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
 {
-    const int visible = (c->mut == MLA_MUT_NO_CAUSAL) ? c->len : i + 1;
+    const int visible = c->mut->drafts_causal ? i + 1 : c->len;
     float m = -INFINITY, l = 0.0f;
     int j, d;
 
@@ -339,7 +381,7 @@ static void stage2_head(model_ctx *c, int b, int hl, int h, int32_t active, mla_
         draft_part(c, q, i, &lse_d);
 
         big = fmaxf(lse_p, lse_d);
-        if (big == -INFINITY && c->mut != MLA_MUT_EMPTY_PREFIX_NAN) {
+        if (big == -INFINITY && c->mut->guard_empty) {
             /* No visible key at all: 0 with lse -inf, no division. */
             for (d = 0; d < c->dv; d++)
                 o[d] = mla_f32_to_bf16(0.0f);
@@ -546,7 +588,7 @@ static void *worker_main(void *arg)
         hb = (int32_t)(t % p->n_head_blocks);
         /* Planted SKIP_HEAD_BLOCK: the grid misses the last head block,
          * so its rows keep whatever the buffer held. */
-        if (w->ctx.mut == MLA_MUT_SKIP_HEAD_BLOCK && hb == p->n_head_blocks - 1)
+        if (w->ctx.mut->skip_last_head_block && hb == p->n_head_blocks - 1)
             continue;
         run_task(&w->ctx, b, hb, p->o, p->lse);
     }
@@ -586,7 +628,7 @@ mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *op
         def = mla_model_opts_default();
         opts = &def;
     }
-    if ((int)opts->mutation < 0 || opts->mutation >= MLA_MUT_COUNT) {
+    if (!mutation_of(opts->mutation)) {
         mla_error_set(err, "model: unknown mutation %d", (int)opts->mutation);
         return MLA_ERR_INVALID;
     }
@@ -606,7 +648,7 @@ mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *op
         return st;
 
     proto.fx = fx;
-    proto.mut = opts->mutation;
+    proto.mut = mutation_of(opts->mutation);
     proto.dim = fx->cfg.head_dim;
     proto.dv = fx->cfg.v_head_dim;
     proto.dpe = proto.dim - proto.dv;

@@ -1,4 +1,6 @@
-/* Launch plan of the two-stage MLA verify kernel (SPEC sections 3, 4).
+/* Launch plan of the upstream two-stage MLA verify kernel (SPEC sections 3,
+ * 4): the seed. Our GPU tiers take mla_can_handle and the floor partition
+ * from it; their own split rules are in hip/split_policy.c.
  *
  * Pure C that needs only mla_common: the GPU library compiles this file as
  * well, and a plan must never need device data or the fixture reader (the

@@ -1,7 +1,7 @@
-/* What the hip/ unit tests share: a counting CHECK that keeps going after a
+/* What the seed/ unit tests share: a counting CHECK that keeps going after a
  * failure, and one seeded splitmix64 stream (seed printed by each test). */
-#ifndef MLA_HIP_TEST_UTIL_H
-#define MLA_HIP_TEST_UTIL_H
+#ifndef MLA_SEED_TEST_UTIL_H
+#define MLA_SEED_TEST_UTIL_H
 
 #include <stdint.h>
 #include <stdio.h>
