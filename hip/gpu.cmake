@@ -74,38 +74,8 @@ target_link_libraries(test_gpu_api PRIVATE mla_gpu)
 add_test(NAME hip.gpu.api COMMAND test_gpu_api)
 set_tests_properties(hip.gpu.api PROPERTIES LABELS "cpu;gpu")
 
-# Self-contained GPU test: every catalogue case, every tier, against the
-# CPU reference.
-if(TARGET mla_fixture AND TARGET mla_reference)
-  # The validator's GPU glue (validate/gpu_backend.c) runs each tier into
-  # guarded, poisoned buffers.
-  add_executable(test_gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_tests/test_gpu.c
-                 ${CMAKE_SOURCE_DIR}/validate/gpu_backend.c)
-  target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/validate ${CMAKE_CURRENT_LIST_DIR})
-  target_link_libraries(test_gpu PRIVATE mla_gpu mla_judge mla_reference mla_fixture m)
-  add_test(NAME hip.gpu.tiers COMMAND test_gpu --small)
-  add_test(NAME hip.gpu.tiers.large COMMAND test_gpu)
-  # The variants the options keep selectable: one 96-row CTA (the lever of
-  # the 96-row kernels) and the single-role mma.sync stage 1.
-  add_test(NAME hip.gpu.tiers.rows96 COMMAND test_gpu --small --tier fast --fast-rows 96)
-  add_test(NAME hip.gpu.tiers.mma COMMAND test_gpu --small --tier fast --fast-kernel mma)
-  set_tests_properties(hip.gpu.tiers hip.gpu.tiers.large hip.gpu.tiers.rows96 hip.gpu.tiers.mma PROPERTIES
-    LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77)
-  # compute-sanitizer over the shipped shapes: out-of-bounds accesses and
-  # shared-memory races of every tier.
-  find_program(MLA_COMPUTE_SANITIZER compute-sanitizer HINTS ${CUDAToolkit_BIN_DIR}
-               ${CUDAToolkit_BIN_DIR}/../compute-sanitizer)
-  if(MLA_COMPUTE_SANITIZER)
-    add_test(NAME hip.gpu.memcheck
-      COMMAND ${MLA_COMPUTE_SANITIZER} --tool memcheck --error-exitcode 1 $<TARGET_FILE:test_gpu>
-              k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1)
-    add_test(NAME hip.gpu.racecheck
-      COMMAND ${MLA_COMPUTE_SANITIZER} --tool racecheck --error-exitcode 1 $<TARGET_FILE:test_gpu>
-              k3-edges dsv3-edges k3-splits ragged)
-    set_tests_properties(hip.gpu.memcheck hip.gpu.racecheck PROPERTIES
-      LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77 TIMEOUT 1200)
-  endif()
-endif()
+# Every tier on every catalogue case, the kept variants and compute-sanitizer
+# run through mla-validate (validate/CMakeLists.txt): one evaluation loop.
 
 # Validation of the shipped fixtures through the validator's GPU backends,
 # once validate/ (added after hip/) has defined mla-validate.

@@ -22,7 +22,7 @@ if [ "$mode" = pack ]; then
     build=${1:-$here/build-cuda}
     stage=$(mktemp -d)
     mkdir -p "$stage/bin" "$stage/lib" "$here/.devbundle"
-    for b in test_gpu mla-bench; do
+    for b in mla-bench; do
         f=$(find "$build" -maxdepth 3 -type f -name "$b" | head -1)
         [ -n "$f" ] && cp "$f" "$stage/bin/" || echo "pack: $b not found under $build"
     done
@@ -76,7 +76,7 @@ step() { # name timeout cmd...
 }
 
 if want tests; then
-    step tests 150 "$work/bin/test_gpu" --small
+    step tests 150 "$work/bin/mla-validate" --catalogue --small --backend gpu --backend gpu-baseline --backend gpu-fallback
 fi
 if want validate && [ -x "$work/bin/mla-validate" ]; then
     mkdir -p "$out/val"
@@ -87,7 +87,7 @@ if want validate && [ -x "$work/bin/mla-validate" ]; then
     rm -rf "$out/val"
 fi
 if want large; then
-    step large ${LARGE_TIMEOUT:-420} "$work/bin/test_gpu" k3-splits-wide k3-4k k3-16k k3-64k k3-128k dsv3-16k k3-bs64-4k k3-bs8-128k
+    step large ${LARGE_TIMEOUT:-420} "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-splits-wide k3-4k k3-16k k3-64k k3-128k dsv3-16k k3-bs64-4k k3-bs8-128k
 fi
 if want ab; then
     # A/B of fast-tier variants (mla-bench's variant flags, which fill
@@ -144,8 +144,8 @@ if want wssass; then
 fi
 if want sanitize; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    step memcheck 120 "$cs" --tool memcheck --error-exitcode 3 "$work/bin/test_gpu" k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1
-    step racecheck 120 "$cs" --tool racecheck --error-exitcode 3 "$work/bin/test_gpu" k3-edges dsv3-edges k3-splits ragged
+    step memcheck 120 "$cs" --tool memcheck --error-exitcode 3 "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1
+    step racecheck 120 "$cs" --tool racecheck --error-exitcode 3 "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-edges dsv3-edges k3-splits ragged
 fi
 if want ncu; then
     for c in ${NCU_CASES:-12,8,32,16384 12,8,1,4096}; do

@@ -215,6 +215,9 @@ static mla_status run_bias_mutant(const mla_backend *b, const mla_fixture *fx, m
     return MLA_OK;
 }
 
+/* Variants of the fast tier that stay selectable (docs/gpu-design.md). */
+enum { GPU_VARIANT_DEFAULT = 0, GPU_VARIANT_ROWS96 = 1, GPU_VARIANT_MMA = 2 };
+
 #ifdef MLA_HAVE_GPU
 static int gpu_available(const mla_backend *b, char *why, size_t n)
 {
@@ -225,9 +228,23 @@ static int gpu_available(const mla_backend *b, char *why, size_t n)
 static mla_status run_gpu(const mla_backend *b, const mla_fixture *fx, mla_outputs *out,
                           mla_error *err)
 {
+    /* arg = tier | variant << 4: the fast tier's kept variants are rows of
+     * this table too, so a test names the variant it runs. */
+    mla_gpu_options opt = mla_gpu_options_default();
+    switch (b->arg >> 4) {
+    case GPU_VARIANT_ROWS96:
+        opt.fast_rows = 96;
+        break;
+    case GPU_VARIANT_MMA:
+        opt.fast_kernel = MLA_GPU_FAST_KERNEL_MMA;
+        break;
+    default:
+        break;
+    }
     mla_gpu_run_info info;
     memset(&info, 0, sizeof info);
-    mla_status st = mla_gpu_backend_run_opts(fx, b->arg, NULL, out->o16, out->lse, &info, err);
+    mla_status st =
+        mla_gpu_backend_run_opts(fx, b->arg & 15, &opt, out->o16, out->lse, &info, err);
     out->wrote_lse = st == MLA_OK;
     /* The split count the tier reports it ran (the generic tier has none). */
     out->splits = st != MLA_OK ? MLA_SPLITS_UNKNOWN
@@ -300,6 +317,16 @@ static const mla_backend BACKENDS[] = {
      .description = "GPU generic fallback: every SPEC section 2 feature, fp32 math" GPU_NOTE,
      .path = MLA_PATH_FP32, .expect = MLA_EXPECT_ACCEPT_ALL, .out_bf16 = 1,
      .in_default_set = 1, .available = gpu_available, .run = run_gpu, .arg = GPU_GENERIC},
+    {.name = "gpu:rows96", .kind = MLA_KIND_GPU_FAST,
+     .description = "GPU fast path, variant: all 96 K3 rows in one stage-1 CTA" GPU_NOTE,
+     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
+     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
+     .arg = GPU_FAST | GPU_VARIANT_ROWS96 << 4},
+    {.name = "gpu:mma", .kind = MLA_KIND_GPU_FAST,
+     .description = "GPU fast path, variant: single-role mma.sync stage 1 (the AMD structure)" GPU_NOTE,
+     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
+     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
+     .arg = GPU_FAST | GPU_VARIANT_MMA << 4},
     MODEL_MUT("drop-remainder", MLA_MUT_DROP_REMAINDER),
     MODEL_MUT("no-causal", MLA_MUT_NO_CAUSAL),
     MODEL_MUT("fp16-partials", MLA_MUT_FP16_PARTIALS),
