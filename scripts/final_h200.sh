@@ -30,6 +30,7 @@ if [ $skip_suite -eq 0 ]; then
     bash run.sh gpu > "$OUT/logs/run_gpu.log" 2>&1
     echo "run.sh gpu rc $? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/logs/run_gpu.log"
     grep -E 'tests passed|tests failed|Failed|\*\*\*' "$OUT/logs/run_gpu.log" | tail -15
+    cp build-cuda/Testing/Temporary/LastTest.log "$OUT/logs/ctest_gpu_LastTest.log" 2>/dev/null
 else
     cmake --preset cuda > "$OUT/logs/run_gpu.log" 2>&1 && cmake --build --preset cuda >> "$OUT/logs/run_gpu.log" 2>&1
     echo "cuda build rc $? in $(( $(date +%s) - t0 )) s"
