@@ -23,6 +23,7 @@
  * (sequence, head block) tasks can run on worker threads in any order with
  * bit-identical results. */
 #include "mla/model.h"
+#include "mla/model_boundary.h" /* boundary hook */
 
 #include <math.h>
 #include <pthread.h>
@@ -34,6 +35,8 @@
 
 const char *mla_mutation_name(mla_mutation m)
 {
+    if (mla_boundary_mutation_name(m)) /* boundary hook */
+        return mla_boundary_mutation_name(m);
     switch (m) {
     case MLA_MUT_NONE:
         return "none";
@@ -54,6 +57,7 @@ const char *mla_mutation_name(mla_mutation m)
     case MLA_MUT_EMPTY_PREFIX_NAN:
         return "empty_prefix_nan";
     case MLA_MUT_COUNT:
+    default: /* boundary hook: the boundary mutations are named above */
         break;
     }
     return "unknown";
@@ -181,7 +185,7 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
                          int32_t end)
 {
     const mla_fixture *fx = c->fx;
-    const int64_t kv_base = fx->kv_indptr[b];
+    const int64_t kv_base = fx->kv_indptr[b] + mla_boundary_kv_shift(c->mut); /* boundary hook */
     const int nrows = nh * c->len;
     const int block_n = c->plan.blk.block_n;
     int r, j, d;
@@ -296,7 +300,8 @@ static void merge_splits(model_ctx *c, int hl, int i, int32_t active, float *lse
 /* Stage 2, draft half: the L x L block of row i in fp32, one tile. */
 static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
 {
-    const int visible = (c->mut == MLA_MUT_NO_CAUSAL) ? c->len : i + 1;
+    const int visible = mla_boundary_draft_visible( /* boundary hook */
+        c->mut, (c->mut == MLA_MUT_NO_CAUSAL) ? c->len : i + 1, c->len);
     float m = -INFINITY, l = 0.0f;
     int j, d;
 
@@ -506,6 +511,8 @@ static void run_task(model_ctx *c, int32_t b, int32_t hb, mla_bf16 *o, float *ls
     for (s = 0; s < active; s++) {
         int32_t begin, end;
         split_range(c, prefix, active, s, &begin, &end);
+        mla_boundary_range(c->mut, prefix, active, s, /* boundary hook */
+                           fx->kv_indptr[b] + (int64_t)prefix < fx->num_kv_indices, &begin, &end);
         stage1_split(c, b, nh, s, begin, end);
     }
     for (hl = 0; hl < nh; hl++)

@@ -89,6 +89,13 @@ const mla_case_info *mla_needle_case_find(const char *name);
 /* Build needle case `name` from `seed` (same name + seed -> same bytes). */
 mla_status mla_needle_generate(const char *name, uint64_t seed, mla_fixture *fx, mla_error *err);
 
+/* An ad-hoc case of the same construction: bs sequences of prefix P (bs 0:
+ * the smallest batch that covers every boundary), with needles or, with
+ * needles = 0, fully diffuse (the random baseline of the detection-power
+ * measurement). */
+mla_status mla_needle_make(int32_t H, int32_t L, int32_t bs, int32_t P, int needles,
+                           uint64_t seed, mla_fixture *fx, mla_error *err);
+
 /* ---- boundary bugs as mutated inputs ---- */
 
 typedef enum {
