@@ -326,6 +326,42 @@ static int cmd_map(int argc, char **argv)
             np += map[k].seq == b && map[k].kind == MLA_NEEDLE_PREFIX;
         printf("; %d prefix needles\n", np);
     }
+    /* Coverage: every first/last token of every split of every plan, and
+     * the first/last prefix token, is a needle in some sequence of the same
+     * prefix length (the plans are per-prefix, so any of them sees it). */
+    int64_t need = 0, have = 0;
+    for (int32_t b = 0; b < fx.cfg.num_seqs; ++b) {
+        const int32_t P = mla_fixture_prefix(&fx, b);
+        int first_of_p = 1;
+        for (int32_t c = 0; c < b; ++c)
+            first_of_p &= mla_fixture_prefix(&fx, c) != P;
+        if (!first_of_p || P == 0)
+            continue;
+        unsigned char *cov = calloc((size_t)P, 1), *req = calloc((size_t)P, 1);
+        if (!cov || !req)
+            die("coverage", NULL);
+        for (size_t k = 0; k < n; ++k)
+            if (map[k].kind == MLA_NEEDLE_PREFIX && mla_fixture_prefix(&fx, map[k].seq) == P)
+                cov[map[k].pos] = 1;
+        req[0] = req[P - 1] = 1;
+        static int32_t bg[4096], en[4096];
+        for (int p = 0; p < MLA_SPLITS_COUNT; ++p) {
+            const int32_t ns = mla_needle_split_ranges((mla_split_plan)p, &fx, b, bg, en, 4096);
+            for (int32_t k = 0; k < ns && k < 4096; ++k)
+                req[bg[k]] = req[en[k] - 1] = 1;
+        }
+        for (int32_t t = 0; t < P; ++t)
+            if (req[t]) {
+                ++need;
+                if (cov[t])
+                    ++have;
+                else
+                    printf("  NOT COVERED: prefix %d position %d\n", P, t);
+            }
+        free(cov);
+        free(req);
+    }
+    printf("required boundary positions: %lld, covered: %lld\n", (long long)need, (long long)have);
     double wmin = 2, wmax = -1;
     for (size_t k = 0; k < n; ++k) {
         char w[96];
@@ -344,7 +380,7 @@ static int cmd_map(int argc, char **argv)
         printf("needle shares: min %.3f max %.3f (built for %.2f)\n", wmin, wmax, MLA_NEEDLE_WEIGHT);
     free(map);
     mla_fixture_free(&fx);
-    return 0;
+    return have == need ? 0 : 1;
 }
 
 /* ---- captured ---- */
@@ -785,7 +821,7 @@ static int cmd_power(int argc, char **argv)
              "Each covered prefix position of each sequence in turn, all rows of that sequence, "
              "same judge and path. A position counts as caught when the judge FAILs the "
              "sequence.\n\n"
-             "| case | bs x prefix | positions | drop caught (lse / no lse) | dup caught (lse / "
+             "| case | prefixes | positions | drop caught (lse / no lse) | dup caught (lse / "
              "no lse) | time |\n|---|---|---|---|---|---|\n");
         for (int c = 0; c < nn; ++c) {
             const double t0 = now_s();
@@ -823,9 +859,12 @@ static int cmd_power(int argc, char **argv)
                                  " %s@seq%d:%d", dup ? "dup" : "drop", b, map[k].pos);
                 }
             }
-            EMIT("| %s | %d x %d | %d | %d / %d | %d / %d | %.0fs |\n", fx.case_name,
-                 fx.cfg.num_seqs, mla_fixture_prefix(&fx, 0), npos, cnt[0], cnt[1], cnt[2],
-                 cnt[3], now_s() - t0);
+            char pre[128] = "";
+            for (int32_t b = 0; b < fx.cfg.num_seqs && strlen(pre) < 100; ++b)
+                snprintf(pre + strlen(pre), sizeof pre - strlen(pre), "%s%d", b ? "," : "",
+                         mla_fixture_prefix(&fx, b));
+            EMIT("| %s | %s | %d | %d / %d | %d / %d | %.0fs |\n", fx.case_name, pre, npos,
+                 cnt[0], cnt[1], cnt[2], cnt[3], now_s() - t0);
             if (missed[0])
                 printf("    missed without lse:%s\n", missed);
             fflush(stdout);
