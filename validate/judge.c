@@ -23,6 +23,7 @@
  * rounded to bf16 before the PV product (u_b max |V|). The final output
  * rounding adds u_b |O|. */
 #include "mla/validate.h"
+#include "mla/reference.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -216,6 +217,7 @@ static double rownorm(const mla_bf16 *x, int n)
  * gamma_G is the group's largest gamma_r. Nothing here is fitted to the
  * shipped cases; docs/accuracy.md has the same derivation. */
 #define BIAS_Z 6.0
+#define BIAS_ALPHA_P 1e-3
 
 typedef struct {
     double b;      /* sum r^2 */
@@ -228,6 +230,9 @@ typedef struct {
     double cab;    /* sum over rows of a_row b_row */
     double cb2;    /* sum over rows of b_row^2 */
     double gamma;  /* largest gamma_r */
+    double pv;     /* sum over rows of V_row (B3): the P-rounding variance of sum r delta */
+    double pt;     /* sum over rows of T_row (B3): the hard bound of |sum r delta| / u_b */
+    int pmiss;     /* rows without a usable V_row: the a-priori term stands in (B2) */
     int64_t n;     /* elements */
 } bias_acc;
 
@@ -243,6 +248,9 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
     g->cab += row->a * row->b;
     g->cb2 += row->b * row->b;
     g->n += row->n;
+    g->pv += row->pv;
+    g->pt += row->pt;
+    g->pmiss += row->pmiss;
     if (row->gamma > g->gamma)
         g->gamma = row->gamma;
 }
@@ -254,6 +262,8 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
 typedef struct {
     double u;
     int k, kc;
+    int kp;    /* 1: the path rounds P to bf16 (its term is (B3) where V_row is known) */
+    double zp; /* Z_P of (B3) for this case's number of groups */
 } bias_model;
 
 static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, double *tau)
@@ -263,12 +273,25 @@ static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, dou
     if (!(g->b > 0) || g->n == 0)
         return 0;
     const double d = g->a / g->b; /* s - 1 */
-    const double model = u * sqrt((1.0 + k) / 3.0) * sqrt(g->r4) / g->b;
+    const int stat = bm->kp && g->pmiss == 0;
+    /* Where (B3) accounts for the rounding of P, (B1)'s model term does not
+     * count it a second time. */
+    const int km = stat ? k - bm->kp : k;
+    const double model = u * sqrt((1.0 + km) / 3.0) * sqrt(g->r4) / g->b;
     const double white = sqrt(fmax(0.0, g->w2 - 2.0 * d * g->w3 + d * d * g->r4)) / g->b;
     const double clus = sqrt(fmax(0.0, g->ca2 - 2.0 * d * g->cab + d * d * g->cb2)) / g->b;
     const double sigma = fmax(model, fmax(white, clus));
     *slope = 1.0 + d;
-    *tau = BIAS_Z * sigma + (bm->kc * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
+    /* (B3)/(B4) where every row of the group has its statistics; otherwise
+     * the a-priori term (B2) for all kc roundings. */
+    double tp = 0;
+    if (stat) {
+        const double sd = U_B / sqrt(3.0) * sqrt(fmax(0.0, g->pv)) / g->b; /* (B3) */
+        const double hard = U_B * g->pt / g->b;                             /* (B4) */
+        tp = fmin(bm->zp * sd, hard);
+    }
+    const int kc = stat ? bm->kc - bm->kp : bm->kc;
+    *tau = BIAS_Z * sigma + tp + (kc * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
     return 1;
 }
 
@@ -280,6 +303,8 @@ static void bias_judge(const bias_acc *g, const bias_model *bm, const char *name
     if (!bias_eval(g, bm, &slope, &tau))
         return;
     m->n_bias_groups++;
+    if (bm->kp && g->pmiss)
+        m->n_bias_apriori_p++;
     const double ratio = tau > 0 ? fabs(slope - 1.0) / tau : (slope != 1.0 ? INFINITY : 0);
     if (ratio > m->bias_ratio || m->bias_group[0] == '\0') {
         m->bias_ratio = ratio;
@@ -351,7 +376,11 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
      * residuals, but a row whose sum r^2 rests on a few channels gives that
      * estimate few degrees of freedom (tried: a correct model reached 0.996
      * of its threshold on k3-scales with kc = P only). */
-    const bias_model bm = {ref_path ? U_32 : U_B, kterms, kterms};
+    const int p_bf16 = path == MLA_PATH_BF16_P || path == MLA_PATH_BF16_P_PARTIALS;
+    const double n_groups = (double)nrows + (double)(nbs * nbh) + (double)Lmax * (double)nbh +
+                            (double)nbs + (double)nbh;
+    const bias_model bm = {ref_path ? U_32 : U_B, kterms, kterms, p_bf16,
+                           sqrt(2.0 * log(2.0 * fmax(n_groups, 1.0) / BIAS_ALPHA_P))};
     char bias_first[384] = "";
 
     for (int b = 0; b < c->num_seqs; ++b) {
@@ -487,6 +516,23 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                                 racc.cm += Mh[ch] * Mh[ch] * r2;
                             racc.n++;
                         }
+                    }
+                    if (p_bf16) {
+                        /* V_row of (B3): the larger of the two normalizer
+                         * conventions, sum P^2 c^2 and sum P^2 (c - |r|^2)^2. */
+                        double V = NAN;
+                        if (in->ref_pstats) {
+                            const double *ps = in->ref_pstats + ((size_t)t * H + h) * MLA_REF_PSTATS;
+                            const double bb = racc.b;
+                            V = fmax(ps[2], ps[2] - 2.0 * bb * ps[1] + bb * bb * ps[0]);
+                            racc.pt = fmax(ps[3], ps[4]);
+                            if (!isfinite(racc.pt))
+                                V = NAN;
+                        }
+                        if (isfinite(V))
+                            racc.pv = V;
+                        else
+                            racc.pmiss = 1;
                     }
                     {
                         char gname[64];
