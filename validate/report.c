@@ -170,8 +170,9 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
         json_num(f, m->bias_threshold);
         fputs(", \"bias_group\": ", f);
         json_str(f, m->bias_group);
-        fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld",
-                (long long)m->n_bias_groups, (long long)m->n_bias_over);
+        fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld, \"n_bias_apriori_p\": %lld",
+                (long long)m->n_bias_groups, (long long)m->n_bias_over,
+                (long long)m->n_bias_apriori_p);
         fputs(", \"cos_limit\": ", f);
         json_num(f, m->cos_limit);
         fputs(", \"row_cos_limit\": ", f);
