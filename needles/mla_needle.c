@@ -222,7 +222,7 @@ static mla_verdict judge_bf16(const judge_ctx *j, mla_path path, const mla_bf16 
     float *o = xmalloc(sz.o * sizeof(float));
     for (size_t e = 0; e < sz.o; ++e)
         o[e] = mla_bf16_to_f32(o16[e]);
-    mla_judge_input in = {j->fx, j->ref_o, j->ref_lse, NULL, NULL};
+    mla_judge_input in = {.fx = j->fx, .ref_o = j->ref_o, .ref_lse = j->ref_lse};
     mla_verdict v = mla_judge(&in, path, o, NULL, lse, m, reason, rn);
     free(o);
     return v;
@@ -676,8 +676,8 @@ static void judge_seq(const mla_fixture *fx, const judge_ctx *j, int32_t b, cons
         o32[e] = mla_bf16_to_f32(mla_f32_to_bf16((float)o[e]));
     for (size_t e = 0; e < nl; ++e)
         l32[e] = (float)lse[e];
-    mla_judge_input in = {&sv.v, j->ref_o + (size_t)q0 * H * Dv, j->ref_lse + (size_t)q0 * H,
-                          NULL, NULL};
+    mla_judge_input in = {.fx = &sv.v, .ref_o = j->ref_o + (size_t)q0 * H * Dv,
+                          .ref_lse = j->ref_lse + (size_t)q0 * H};
     mla_metrics m;
     char reason[512];
     *caught_lse = mla_judge(&in, MLA_PATH_BF16_P_PARTIALS, o32, NULL, l32, &m, reason,
