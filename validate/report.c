@@ -100,37 +100,56 @@ static void html_str(FILE *f, const char *s)
     }
 }
 
+/* Named values of one JSON object, written in order after its first key. */
+typedef struct {
+    const char *key, *v;
+} json_str_field;
+typedef struct {
+    const char *key;
+    double v;
+} json_num_field;
+
+static void json_strs(FILE *f, const char *sep, const json_str_field *fs, size_t n)
+{
+    for (size_t k = 0; k < n; ++k) {
+        fprintf(f, "%s\"%s\": ", sep, fs[k].key);
+        json_str(f, fs[k].v);
+    }
+}
+
+static void json_nums(FILE *f, const json_num_field *fs, size_t n)
+{
+    for (size_t k = 0; k < n; ++k) {
+        fprintf(f, ", \"%s\": ", fs[k].key);
+        json_num(f, fs[k].v);
+    }
+}
+
+#define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
+
 static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_result *r,
                            size_t n)
 {
     fputs("{\n  \"commit\": ", f);
     json_str(f, meta->commit);
-    fputs(",\n  \"machine\": ", f);
-    json_str(f, meta->machine);
-    fputs(",\n  \"command\": ", f);
-    json_str(f, meta->command);
-    fputs(",\n  \"date\": ", f);
-    json_str(f, meta->date);
-    fputs(",\n  \"backends\": ", f);
-    json_str(f, meta->backends);
+    const json_str_field head[] = {{"machine", meta->machine},
+                                   {"command", meta->command},
+                                   {"date", meta->date},
+                                   {"backends", meta->backends}};
+    json_strs(f, ",\n  ", head, NFIELDS(head));
     fputs(",\n  \"results\": [\n", f);
     for (size_t i = 0; i < n; ++i) {
         const mla_case_result *c = &r[i];
         const mla_metrics *m = &c->m;
         fputs("    {\"fixture\": ", f);
         json_str(f, c->fixture);
-        fputs(", \"case\": ", f);
-        json_str(f, c->case_name);
-        fputs(", \"family\": ", f);
-        json_str(f, c->family);
-        fputs(", \"backend\": ", f);
-        json_str(f, c->backend);
-        fputs(", \"path\": ", f);
-        json_str(f, mla_path_name(c->path));
-        fputs(", \"verdict\": ", f);
-        json_str(f, mla_verdict_name(c->verdict));
-        fputs(", \"reason\": ", f);
-        json_str(f, c->reason);
+        const json_str_field names[] = {{"case", c->case_name},
+                                        {"family", c->family},
+                                        {"backend", c->backend},
+                                        {"path", mla_path_name(c->path)},
+                                        {"verdict", mla_verdict_name(c->verdict)},
+                                        {"reason", c->reason}};
+        json_strs(f, ", ", names, NFIELDS(names));
         fprintf(f, ", \"num_seqs\": %d, \"num_heads\": %d, \"q_len\": %d, \"max_prefix\": %lld, "
                    "\"splits\": ",
                 c->num_seqs, c->num_heads, c->q_len, (long long)c->max_prefix);
@@ -138,46 +157,29 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
             fputs("null", f); /* the backend did not report it */
         else
             fprintf(f, "%d", c->splits);
-        fputs(", \"seconds\": ", f);
-        json_num(f, c->seconds);
-        fputs(", \"max_abs\": ", f);
-        json_num(f, m->max_abs);
-        fputs(", \"worst_row_rel\": ", f);
-        json_num(f, m->worst_row_rel);
-        fputs(", \"nmse\": ", f);
-        json_num(f, m->nmse);
-        fputs(", \"cos_diff\": ", f);
-        json_num(f, m->cos_diff);
-        fputs(", \"worst_row_cos\": ", f);
-        json_num(f, m->worst_row_cos);
-        fputs(", \"within_1ulp\": ", f);
-        json_num(f, m->within_1ulp);
-        fputs(", \"worst_ratio\": ", f);
-        json_num(f, m->worst_ratio);
-        fputs(", \"lse_max_abs\": ", f);
-        json_num(f, m->lse_max_abs);
-        fputs(", \"lse_ratio\": ", f);
-        json_num(f, m->lse_ratio);
-        fputs(", \"cos_vs_oracle\": ", f);
-        json_num(f, m->cos_vs_oracle);
-        fputs(", \"max_abs_vs_oracle\": ", f);
-        json_num(f, m->max_abs_vs_oracle);
-        fputs(", \"bias_ratio\": ", f);
-        json_num(f, m->bias_ratio);
-        fputs(", \"bias_slope\": ", f);
-        json_num(f, m->bias_slope);
-        fputs(", \"bias_threshold\": ", f);
-        json_num(f, m->bias_threshold);
+        const json_num_field metrics[] = {{"seconds", c->seconds},
+                                          {"max_abs", m->max_abs},
+                                          {"worst_row_rel", m->worst_row_rel},
+                                          {"nmse", m->nmse},
+                                          {"cos_diff", m->cos_diff},
+                                          {"worst_row_cos", m->worst_row_cos},
+                                          {"within_1ulp", m->within_1ulp},
+                                          {"worst_ratio", m->worst_ratio},
+                                          {"lse_max_abs", m->lse_max_abs},
+                                          {"lse_ratio", m->lse_ratio},
+                                          {"cos_vs_oracle", m->cos_vs_oracle},
+                                          {"max_abs_vs_oracle", m->max_abs_vs_oracle},
+                                          {"bias_ratio", m->bias_ratio},
+                                          {"bias_slope", m->bias_slope},
+                                          {"bias_threshold", m->bias_threshold}};
+        json_nums(f, metrics, NFIELDS(metrics));
         fputs(", \"bias_group\": ", f);
         json_str(f, m->bias_group);
         fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld",
                 (long long)m->n_bias_groups, (long long)m->n_bias_over);
-        fputs(", \"cos_limit\": ", f);
-        json_num(f, m->cos_limit);
-        fputs(", \"row_cos_limit\": ", f);
-        json_num(f, m->row_cos_limit);
-        fputs(", \"rel_tol\": ", f);
-        json_num(f, m->rel_tol);
+        const json_num_field limits[] = {
+            {"cos_limit", m->cos_limit}, {"row_cos_limit", m->row_cos_limit}, {"rel_tol", m->rel_tol}};
+        json_nums(f, limits, NFIELDS(limits));
         fprintf(f, ", \"n_compared\": %lld, \"n_ref_nonfinite\": %lld",
                 (long long)m->n_compared, (long long)m->n_ref_nonfinite);
         fprintf(f, ", \"n_elems\": %lld, \"n_nan\": %lld, \"n_unwritten\": %lld, \"n_over\": %lld, "
