@@ -132,10 +132,8 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
 {
     fputs("{\n  \"commit\": ", f);
     json_str(f, meta->commit);
-    const json_str_field head[] = {{"machine", meta->machine},
-                                   {"command", meta->command},
-                                   {"date", meta->date},
-                                   {"backends", meta->backends}};
+    const json_str_field head[] = {{"machine", meta->machine}, {"command", meta->command},
+                                   {"date", meta->date}, {"backends", meta->backends}};
     json_strs(f, ",\n  ", head, NFIELDS(head));
     fputs(",\n  \"results\": [\n", f);
     for (size_t i = 0; i < n; ++i) {
@@ -143,12 +141,10 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
         const mla_metrics *m = &c->m;
         fputs("    {\"fixture\": ", f);
         json_str(f, c->fixture);
-        const json_str_field names[] = {{"case", c->case_name},
-                                        {"family", c->family},
-                                        {"backend", c->backend},
-                                        {"path", mla_path_name(c->path)},
-                                        {"verdict", mla_verdict_name(c->verdict)},
-                                        {"reason", c->reason}};
+        const json_str_field names[] = {
+            {"case", c->case_name}, {"family", c->family}, {"backend", c->backend},
+            {"path", mla_path_name(c->path)}, {"verdict", mla_verdict_name(c->verdict)},
+            {"reason", c->reason}};
         json_strs(f, ", ", names, NFIELDS(names));
         fprintf(f, ", \"num_seqs\": %d, \"num_heads\": %d, \"q_len\": %d, \"max_prefix\": %lld, "
                    "\"splits\": ",
@@ -157,21 +153,15 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
             fputs("null", f); /* the backend did not report it */
         else
             fprintf(f, "%d", c->splits);
-        const json_num_field metrics[] = {{"seconds", c->seconds},
-                                          {"max_abs", m->max_abs},
-                                          {"worst_row_rel", m->worst_row_rel},
-                                          {"nmse", m->nmse},
-                                          {"cos_diff", m->cos_diff},
-                                          {"worst_row_cos", m->worst_row_cos},
-                                          {"within_1ulp", m->within_1ulp},
-                                          {"worst_ratio", m->worst_ratio},
-                                          {"lse_max_abs", m->lse_max_abs},
-                                          {"lse_ratio", m->lse_ratio},
-                                          {"cos_vs_oracle", m->cos_vs_oracle},
-                                          {"max_abs_vs_oracle", m->max_abs_vs_oracle},
-                                          {"bias_ratio", m->bias_ratio},
-                                          {"bias_slope", m->bias_slope},
-                                          {"bias_threshold", m->bias_threshold}};
+        const json_num_field metrics[] = {
+            {"seconds", c->seconds}, {"max_abs", m->max_abs},
+            {"worst_row_rel", m->worst_row_rel}, {"nmse", m->nmse},
+            {"cos_diff", m->cos_diff}, {"worst_row_cos", m->worst_row_cos},
+            {"within_1ulp", m->within_1ulp}, {"worst_ratio", m->worst_ratio},
+            {"lse_max_abs", m->lse_max_abs}, {"lse_ratio", m->lse_ratio},
+            {"cos_vs_oracle", m->cos_vs_oracle}, {"max_abs_vs_oracle", m->max_abs_vs_oracle},
+            {"bias_ratio", m->bias_ratio}, {"bias_slope", m->bias_slope},
+            {"bias_threshold", m->bias_threshold}};
         json_nums(f, metrics, NFIELDS(metrics));
         fputs(", \"bias_group\": ", f);
         json_str(f, m->bias_group);
