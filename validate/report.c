@@ -267,6 +267,19 @@ static void splits_ran(const backend_summary *b, char *out, size_t n)
                  b->s_unknown ? " (some not reported)" : "");
 }
 
+/* One line per backend of the summary table (markdown or HTML), row_fmt
+ * taking: name (string), pass, fail, declined, n/a (int), splits ran
+ * (string), worst cos_diff, bound ratio and bias ratio (double). */
+static void summary_rows(FILE *f, const backend_summary *s, size_t ns, const char *row_fmt)
+{
+    for (size_t k = 0; k < ns; ++k) {
+        char sr[64];
+        splits_ran(&s[k], sr, sizeof sr);
+        fprintf(f, row_fmt, s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr,
+                s[k].worst_cos, s[k].worst_ratio, s[k].worst_bias);
+    }
+}
+
 static const char *ULP_LABELS[8] = {"0", "<=0.5", "<=1", "<=2", "<=4", "<=8", "<=16", ">16"};
 
 static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
@@ -279,13 +292,7 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
     fprintf(f, "## Summary per backend\n\n| backend | pass | fail | declined | n/a | splits ran "
                "| worst cos_diff | worst bound ratio | worst bias ratio |\n"
                "|---|---|---|---|---|---|---|---|---|\n");
-    for (size_t k = 0; k < ns; ++k) {
-        char sr[64];
-        splits_ran(&s[k], sr, sizeof sr);
-        fprintf(f, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n", s[k].name, s[k].pass,
-                s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos, s[k].worst_ratio,
-                s[k].worst_bias);
-    }
+    summary_rows(f, s, ns, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n");
     fprintf(f, "\n## Every case\n\n| fixture | backend | verdict | max prefix | splits | "
                "cos_diff | worst row cos | max abs | bound ratio | within 1 ulp | lse max abs "
                "| note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -488,14 +495,9 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
                "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
                "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
-    for (size_t k = 0; k < ns; ++k) {
-        char sr[64];
-        splits_ran(&s[k], sr, sizeof sr);
-        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
-                   "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n",
-                s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos,
-                s[k].worst_ratio, s[k].worst_bias);
-    }
+    summary_rows(f, s, ns,
+                 "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
+                 "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n");
     fprintf(f, "</table>\n<h2>Plots</h2>\n");
     svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
                 "longest prefix (keys, log scale)", "cos_diff (log)", r, n, s, ns, 0, 1);
