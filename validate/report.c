@@ -337,6 +337,32 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
 static const char *COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
+/* A judged case's point in svg_scatter: x its longest prefix (xsel 0) or
+ * its split count (xsel 1; cases without one are left out), log2(x + 1)
+ * when xlog; y log10 of its cos_diff. 0 when the case is not plotted. */
+static int scatter_point(const mla_case_result *c, int xsel, int xlog, double *x, double *y)
+{
+    if ((c->verdict != MLA_VERDICT_PASS && c->verdict != MLA_VERDICT_FAIL) ||
+        c->m.n_elems == 0 || (xsel && c->splits < 1))
+        return 0;
+    *x = xsel ? c->splits : (double)c->max_prefix;
+    if (xlog)
+        *x = log2(*x + 1);
+    *y = log10(fmax(c->m.cos_diff, 1e-16));
+    return 1;
+}
+
+/* One legend line per backend, 16 px apart: `marker` (an SVG element format
+ * taking x, y and the colour) at (mx, my), the name at (tx, ty). */
+static void svg_legend(FILE *f, const backend_summary *s, size_t ns, const char *marker, int mx,
+                       int my, int tx, int ty)
+{
+    for (size_t k = 0; k < ns; ++k) {
+        fprintf(f, marker, mx, my + k * 16, COLORS[k % 10]);
+        fprintf(f, "<text x=\"%d\" y=\"%zu\">%s</text>\n", tx, ty + k * 16, s[k].name);
+    }
+}
+
 /* Scatter of log10(y) against x (log2 of x+1 when xlog) per backend. */
 static void svg_scatter(FILE *f, const char *title, const char *xlabel, const char *ylabel,
                         const mla_case_result *r, size_t n, const backend_summary *s, size_t ns,
@@ -345,13 +371,9 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     const int W = 640, Hh = 340, L = 70, R = 150, T = 30, B = 50;
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (size_t i = 0; i < n; ++i) {
-        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
-            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
+        double x, y;
+        if (!scatter_point(&r[i], xsel, xlog, &x, &y))
             continue;
-        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
-        if (xlog)
-            x = log2(x + 1);
-        double y = log10(fmax(r[i].m.cos_diff, 1e-16));
         xmin = fmin(xmin, x), xmax = fmax(xmax, x), ymin = fmin(ymin, y), ymax = fmax(ymax, y);
     }
     fprintf(f, "<h3>");
@@ -396,16 +418,12 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     html_str(f, ylabel);
     fprintf(f, "</text>\n");
     for (size_t i = 0; i < n; ++i) {
-        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
-            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
+        double x, y;
+        if (!scatter_point(&r[i], xsel, xlog, &x, &y))
             continue;
         size_t k = 0;
         while (k < ns && strcmp(s[k].name, r[i].backend) != 0)
             ++k;
-        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
-        if (xlog)
-            x = log2(x + 1);
-        double y = log10(fmax(r[i].m.cos_diff, 1e-16));
         double px = L + (x - xmin) / (xmax - xmin) * pw + (double)(k % 5) * 2 - 4;
         double py = T + ph - (y - ymin) / (ymax - ymin) * ph;
         if (r[i].verdict == MLA_VERDICT_FAIL)
@@ -416,11 +434,8 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
                        "<title>%s %s cos %.2e</title></circle>",
                     px, py, COLORS[k % 10], r[i].fixture, r[i].backend, r[i].m.cos_diff);
     }
-    for (size_t k = 0; k < ns; ++k)
-        fprintf(f, "<circle cx=\"%d\" cy=\"%zu\" r=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%zu\">%s"
-                   "</text>\n",
-                L + pw + 14, T + 8 + k * 16, COLORS[k % 10], L + pw + 22, T + 12 + k * 16,
-                s[k].name);
+    svg_legend(f, s, ns, "<circle cx=\"%d\" cy=\"%zu\" r=\"4\" fill=\"%s\"/>", L + pw + 14, T + 8,
+               L + pw + 22, T + 12);
     fprintf(f, "</svg>\n");
 }
 
@@ -458,11 +473,8 @@ static void svg_hist(FILE *f, const backend_summary *s, size_t ns)
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">|o - ref| / ulp(ref)</text>\n",
             L + pw / 2, Hh - 10);
-    for (size_t k = 0; k < ns; ++k)
-        fprintf(f, "<rect x=\"%d\" y=\"%zu\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" "
-                   "y=\"%zu\">%s</text>\n",
-                L + pw + 10, T + 4 + k * 16, COLORS[k % 10], L + pw + 24, T + 13 + k * 16,
-                s[k].name);
+    svg_legend(f, s, ns, "<rect x=\"%d\" y=\"%zu\" width=\"10\" height=\"10\" fill=\"%s\"/>",
+               L + pw + 10, T + 4, L + pw + 24, T + 13);
     fprintf(f, "</svg>\n");
 }
 
