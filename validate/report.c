@@ -478,6 +478,19 @@ static void svg_hist(FILE *f, const backend_summary *s, size_t ns)
     fprintf(f, "</svg>\n");
 }
 
+/* Literal markup, each followed by its text HTML-escaped. */
+typedef struct {
+    const char *markup, *text;
+} html_part;
+
+static void html_parts(FILE *f, const html_part *ps, size_t n)
+{
+    for (size_t k = 0; k < n; ++k) {
+        fputs(ps[k].markup, f);
+        html_str(f, ps[k].text);
+    }
+}
+
 static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
 {
     backend_summary s[32];
@@ -494,16 +507,12 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     fprintf(f, "<h1>MLA verify validation report</h1>\n<div class=\"banner %s\">%s</div>\n",
             nfail ? "bad" : "ok",
             nfail ? "FAILURES: see the table below" : "Every judged case passed");
-    fprintf(f, "<p>commit <code>");
-    html_str(f, meta->commit);
-    fprintf(f, "</code> &middot; ");
-    html_str(f, meta->date);
-    fprintf(f, "<br>machine: ");
-    html_str(f, meta->machine);
-    fprintf(f, "<br>command: <code>");
-    html_str(f, meta->command);
-    fprintf(f, "</code><br>backends: ");
-    html_str(f, meta->backends);
+    const html_part head[] = {{"<p>commit <code>", meta->commit},
+                              {"</code> &middot; ", meta->date},
+                              {"<br>machine: ", meta->machine},
+                              {"<br>command: <code>", meta->command},
+                              {"</code><br>backends: ", meta->backends}};
+    html_parts(f, head, NFIELDS(head));
     fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
                "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
                "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
@@ -523,12 +532,9 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     for (size_t i = 0; i < n; ++i) {
         const mla_case_result *c = &r[i];
         int judged = c->verdict == MLA_VERDICT_PASS || c->verdict == MLA_VERDICT_FAIL;
-        fprintf(f, "<tr><td>");
-        html_str(f, c->fixture);
-        fprintf(f, "</td><td>");
-        html_str(f, c->family);
-        fprintf(f, "</td><td>");
-        html_str(f, c->backend);
+        const html_part names[] = {
+            {"<tr><td>", c->fixture}, {"</td><td>", c->family}, {"</td><td>", c->backend}};
+        html_parts(f, names, NFIELDS(names));
         char sb[16];
         fprintf(f, "</td><td class=\"%s\">%s</td><td>%lld</td><td>%s</td>",
                 mla_verdict_name(c->verdict), mla_verdict_name(c->verdict),
