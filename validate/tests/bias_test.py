@@ -14,32 +14,15 @@ usage: bias_test.py MLA_VALIDATE WORK_DIR
 import os
 import re
 import shutil
-import subprocess
 import sys
 
-try:
-    import h5py
-    import numpy as np
-except ImportError:
-    print("h5py/numpy not available: skipped")
-    sys.exit(77)
+# The shared helpers (validate/tests/h5test_util.py); exits 77 without h5py/numpy.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from h5test_util import np, h5py, run, to_bf16, to_f32, write_header  # noqa: E402
 
 H, L, D, DV = 12, 8, 576, 512
 PREFIXES = [1000, 37, 129, 4099]
 SEED = 20261201
-
-
-def to_f32(b):
-    return (b.astype(np.uint32) << 16).view(np.float32)
-
-
-def to_bf16(f):
-    f = np.ascontiguousarray(f, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    nan = np.isnan(f)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-    return r
 
 
 def write_case(path):
@@ -56,19 +39,9 @@ def write_case(path):
     unused = np.setdiff1d(np.arange(pool), kv_indices)
     kv[unused] = to_bf16(np.full((len(unused), 1, D), np.nan, np.float32))
     with h5py.File(path, "w") as f:
-        f.attrs["schema"] = "mla-verify-fixture"
-        f.attrs["schema_version"] = "1.0.0"
-        f.attrs["case_name"] = "k3-bias4"
-        f.attrs["source"] = "synthetic"
-        f.attrs["description"] = "K3 TP8, prefixes 1000,37,129,4099 (bias test)"
-        f.attrs["created_by"] = "validate/tests/bias_test.py"
-        f.attrs["seed"] = np.int64(SEED)
-        c = f.create_group("config")
-        for k, v in dict(num_seqs=B, num_heads=H, num_kv_heads=1, q_len=L, head_dim=D,
-                         v_head_dim=DV, is_causal=1, sliding_window=-1, topk=1).items():
-            c.attrs[k] = np.int32(v)
-        for k, v in dict(sm_scale=192 ** -0.5, k_scale=1.0, v_scale=1.0, logit_cap=0.0).items():
-            c.attrs[k] = np.float32(v)
+        write_header(f, "k3-bias4", B, H, L, D, DV, 192 ** -0.5,
+                     description="K3 TP8, prefixes 1000,37,129,4099 (bias test)",
+                     created_by="validate/tests/bias_test.py", seed=np.int64(SEED))
         g = f.create_group("inputs")
 
         def bf16(name, shape):
@@ -129,11 +102,6 @@ def seed_kernel_output(path, nsplit):
         o = sum(w[k][:, :, None] * os_[k] for k in range(len(os_))) / w.sum(axis=0)[:, :, None]
         out[q0:q1] = o
     return to_bf16(out)
-
-
-def run(validate, *args):
-    p = subprocess.run([validate, "--quiet", *args], capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
 
 
 def main():
