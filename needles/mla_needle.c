@@ -58,6 +58,11 @@ static void load(const char *name, const char *file, uint64_t seed, int has_seed
     } else if (mla_catalogue_generate(name, has_seed ? seed : mla_catalogue_default_seed(name), fx,
                                       &err) != MLA_OK)
         die(name, &err);
+    if (fx->kv_dtype != MLA_KV_BF16) { /* the needle maths walks bf16 pool rows */
+        mla_error_set(&err, "%s pool (schema 1.1.0): mla-needle handles bf16 pools only",
+                      mla_kv_dtype_name(fx->kv_dtype));
+        die(file ? file : name, &err);
+    }
 }
 
 /* The array sizes of a fixture (exits on an invalid one). */

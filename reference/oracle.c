@@ -65,6 +65,12 @@ mla_status mla_oracle_run_opts(const mla_fixture *fx, int use_prefix, int use_dr
     const mla_bf16 **vrow = malloc(((size_t)max_keys + 1) * sizeof *vrow);
     double *vmul = malloc(((size_t)max_keys + 1) * sizeof *vmul);
     double *acc = malloc((size_t)Dv * sizeof *acc);
+    /* fp8 pools (schema 1.1.0) decoded once into bf16, exactly: every e4m3
+     * value is a bf16 value. The scales apply below as for a bf16 pool. */
+    const mla_bf16 *kvpool = NULL;
+    mla_bf16 *kvwide = NULL;
+    if ((st = mla_fixture_kv_bf16(fx, &kvpool, &kvwide, err)) != MLA_OK)
+        goto done;
     if (!score || !vrow || !vmul || !acc) {
         mla_error_set(err, "oracle: cannot allocate %lld scores", (long long)max_keys);
         st = MLA_ERR_NOMEM;
@@ -86,7 +92,7 @@ mla_status mla_oracle_run_opts(const mla_fixture *fx, int use_prefix, int use_dr
                         if (!visible(qpos, t, 0, c->sliding_window))
                             continue;
                         const mla_bf16 *k =
-                            fx->kv_buffer + ((size_t)fx->kv_indices[ko + t] * Hkv + g) * D;
+                            kvpool + ((size_t)fx->kv_indices[ko + t] * Hkv + g) * D;
                         double a, e;
                         score[n] = sm * ks * dot_bf16(q, k, D, &a, &e);
                         a *= fabs(sm * ks);
@@ -172,6 +178,7 @@ done:
     free(vrow);
     free(vmul);
     free(acc);
+    free(kvwide);
     return st;
 }
 

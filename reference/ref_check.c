@@ -100,7 +100,8 @@ mla_status mla_ref_check_inputs(const mla_fixture *fx, mla_error *err)
                       (long long)fx->num_q_tokens);
         return MLA_ERR_INVALID;
     }
-    if (fx->num_kv_indices > 0 && (!fx->kv_indices || !fx->kv_buffer)) {
+    if (fx->num_kv_indices > 0 &&
+        (!fx->kv_indices || (fx->kv_dtype == MLA_KV_BF16 ? !fx->kv_buffer : !fx->kv_fp8))) {
         mla_error_set(err, "kv_indices or kv_buffer is NULL with %lld prefix keys",
                       (long long)fx->num_kv_indices);
         return MLA_ERR_INVALID;

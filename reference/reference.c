@@ -355,6 +355,25 @@ static REF_HOT uint32_t gather_prefix(float *kf, const mla_bf16 *pool, const int
     return bad;
 }
 
+/* gather_prefix for an fp8 pool (schema 1.1.0): decodes the codes exactly
+ * into the same fp32 tile; k_scale and v_scale are applied by the caller,
+ * as for bf16 pools. */
+static REF_HOT uint32_t gather_prefix_fp8(float *kf, const uint8_t *pool, mla_kv_dtype t,
+                                          const int64_t *slots, int32_t N, int32_t D, int32_t Dv,
+                                          int32_t Hkv, int32_t g)
+{
+    uint32_t bad = 0;
+    for (int32_t n = 0; n < N; n++) {
+        const uint8_t *src = pool + ((size_t)slots[n] * Hkv + g) * D;
+        float *dst = kf + (size_t)n * D;
+        for (int32_t d = 0; d < D; d++)
+            dst[d] = mla_fp8_to_f32(t, src[d]);
+        for (int32_t d = 0; d < Dv; d++) /* no infinities in e4m3: NaN codes only */
+            bad |= dst[d] != dst[d];
+    }
+    return bad;
+}
+
 /* a * b elements of `size` bytes; clears *ok on overflow or failure. */
 static void *alloc_array(size_t a, size_t b, size_t size, int *ok)
 {
@@ -462,7 +481,10 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                     for (int64_t t0 = t_lo; t0 < P; t0 += NB) {
                         const int32_t N = (int32_t)(P - t0 < NB ? P - t0 : NB);
                         const uint32_t bad =
-                            gather_prefix(w.kf, fx->kv_buffer, slots + t0, N, D, Dv, Hkv, g);
+                            fx->kv_dtype == MLA_KV_BF16
+                                ? gather_prefix(w.kf, fx->kv_buffer, slots + t0, N, D, Dv, Hkv, g)
+                                : gather_prefix_fp8(w.kf, fx->kv_fp8, fx->kv_dtype, slots + t0, N,
+                                                    D, Dv, Hkv, g);
                         vis.kpos0 = t0;
                         ref_block(&w, M, N, w.kf, D, prefix_alpha, c->v_scale, &vis, bad);
                     }
@@ -546,7 +568,11 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                         vis.causal = 0;
                         for (int64_t t0 = t_lo; t0 < P; t0 += NB) {
                             const int32_t N = (int32_t)(P - t0 < NB ? P - t0 : NB);
-                            gather_prefix(w.kf, fx->kv_buffer, slots + t0, N, D, Dv, Hkv, g);
+                            if (fx->kv_dtype == MLA_KV_BF16)
+                                gather_prefix(w.kf, fx->kv_buffer, slots + t0, N, D, Dv, Hkv, g);
+                            else
+                                gather_prefix_fp8(w.kf, fx->kv_fp8, fx->kv_dtype, slots + t0, N, D,
+                                                  Dv, Hkv, g);
                             vis.kpos0 = t0;
                             ref_pstats_block(&w, M, N, w.kf, D, prefix_alpha, c->v_scale, &vis);
                         }

@@ -259,11 +259,14 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
 
         /* One tile load serves every row of the head block. */
         for (j = 0; j < n; j++) {
-            const mla_bf16 *src =
-                fx->kv_buffer + (size_t)fx->kv_indices[kv_base + t0 + j] * (size_t)c->dim;
+            const size_t e0 = (size_t)fx->kv_indices[kv_base + t0 + j] * (size_t)c->dim;
             float *dst = c->kt + (size_t)j * c->dim;
-            for (d = 0; d < c->dim; d++)
-                dst[d] = mla_bf16_to_f32(src[d]);
+            if (fx->kv_dtype == MLA_KV_BF16)
+                for (d = 0; d < c->dim; d++)
+                    dst[d] = mla_bf16_to_f32(fx->kv_buffer[e0 + (size_t)d]);
+            else /* fp8 pool (schema 1.1.0): decoded exactly in the tile load */
+                for (d = 0; d < c->dim; d++)
+                    dst[d] = mla_fp8_to_f32(fx->kv_dtype, fx->kv_fp8[e0 + (size_t)d]);
         }
         for (r = 0; r < nrows; r++) {
             const float *q = c->q + (size_t)r * c->dim;
@@ -454,7 +457,8 @@ static mla_status check_inputs(const mla_fixture *fx, const mla_bf16 *o, const f
                       (int)fx->kv_indptr[bs], (long long)fx->num_kv_indices);
         return MLA_ERR_INVALID;
     }
-    if (fx->num_kv_indices > 0 && (!fx->kv_indices || !fx->kv_buffer)) {
+    if (fx->num_kv_indices > 0 &&
+        (!fx->kv_indices || (fx->kv_dtype == MLA_KV_BF16 ? !fx->kv_buffer : !fx->kv_fp8))) {
         mla_error_set(err, "model: kv_indices or kv_buffer missing");
         return MLA_ERR_INVALID;
     }

@@ -7,6 +7,7 @@
 #include "compat.h"
 #include "mla/gpu.h"
 #include "mla/guard.h"
+#include "mla/validate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +66,13 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
     if (!fx || !o_host) {
         mla_error_set(err, "mla_gpu_backend_run: NULL fixture or output");
         return MLA_ERR_INVALID;
+    }
+    /* No GPU tier reads fp8 codes yet: decline before anything is uploaded
+     * (an fp8 pool must never reach a tier as if it were bf16). */
+    if (fx->kv_dtype != MLA_KV_BF16) {
+        mla_error_set(err, "%s (pool dtype %s)", MLA_FP8_GPU_UNSUPPORTED,
+                      mla_kv_dtype_name(fx->kv_dtype));
+        return MLA_ERR_DECLINED;
     }
     if (!mla_gpu_available(why, sizeof why)) {
         mla_error_set(err, "%s", why);

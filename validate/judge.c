@@ -379,7 +379,12 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     m->abs_frac = SAFETY * (kterms * U_B);
 
     double *M = malloc((size_t)HK * DV * sizeof *M);
-    if (!M) {
+    /* fp8 pools (schema 1.1.0): bf16 rows for M_c and the key norms, exact */
+    const mla_bf16 *kvpool = NULL;
+    mla_bf16 *kvwide = NULL;
+    mla_error kverr;
+    if (!M || mla_fixture_kv_bf16(fx, &kvpool, &kvwide, &kverr) != MLA_OK) {
+        free(M);
         snprintf(reason, reason_n, "judge: out of memory");
         return MLA_VERDICT_ERROR;
     }
@@ -404,6 +409,7 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     double *row_floor = calloc(nrows + 1, sizeof *row_floor);
     if (!g_sh || !g_dh || !g_s || !g_h || !row_cos || !row_floor) {
         free(M), free(g_sh), free(g_dh), free(g_s), free(g_h), free(row_cos), free(row_floor);
+        free(kvwide);
         snprintf(reason, reason_n, "judge: out of memory");
         return MLA_VERDICT_ERROR;
     }
@@ -435,7 +441,7 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
             double kmax = 0;
             for (int t = 0; t < P; ++t) {
                 const mla_bf16 *row =
-                    fx->kv_buffer + ((size_t)fx->kv_indices[k0 + t] * HK + hk) * D;
+                    kvpool + ((size_t)fx->kv_indices[k0 + t] * HK + hk) * D;
                 for (int ch = 0; ch < DV; ++ch) {
                     double v = fabs(c->v_scale * mla_bf16_to_f32(row[ch]));
                     if (v > Mh[ch])
@@ -644,6 +650,7 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
         }
     }
     free(M);
+    free(kvwide);
     {
         char gname[64];
         for (int b = 0; b < c->num_seqs; ++b)

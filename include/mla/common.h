@@ -55,6 +55,76 @@ static inline mla_bf16 mla_f32_to_bf16(float f)
     return (mla_bf16)(u >> 16);
 }
 
+/* fp8 KV pools (schema 1.1.0): e4m3 codes as SGLang stores them.
+ * e4m3fn (NVIDIA, MI350): bias 7, 0x7F/0xFF NaN, no infinities, max 448,
+ * subnormals m * 2^-9. e4m3fnuz (MI300): bias 8, 0x80 the only NaN, no
+ * negative zero, no infinities, max 240, subnormals m * 2^-10. Every value
+ * of either flavour is exact in fp32 (and in bf16: 3 mantissa bits, exponents
+ * -10..8). NaN codes decode to a quiet NaN carrying the code's sign bit. */
+typedef enum {
+    MLA_KV_BF16 = 0,         /* H5T_STD_U16LE, dtype "bfloat16" */
+    MLA_KV_FP8_E4M3FN = 1,   /* H5T_STD_U8LE, dtype "float8_e4m3fn" */
+    MLA_KV_FP8_E4M3FNUZ = 2  /* H5T_STD_U8LE, dtype "float8_e4m3fnuz" */
+} mla_kv_dtype;
+
+/* Bytes per element of a pool of this dtype (2 or 1); 0 for an unknown value. */
+static inline size_t mla_kv_dtype_size(mla_kv_dtype t)
+{
+    return t == MLA_KV_BF16 ? 2u : (t == MLA_KV_FP8_E4M3FN || t == MLA_KV_FP8_E4M3FNUZ) ? 1u : 0u;
+}
+
+/* The schema's dtype tag ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz"). */
+const char *mla_kv_dtype_name(mla_kv_dtype t);
+
+/* e4m3 with exponent bias `bias` and no infinities; the caller decides NaN. */
+static inline float mla_fp8_e4m3_finite_(uint8_t b, int bias)
+{
+    const uint32_t sign = (uint32_t)(b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+    uint32_t u;
+    float f;
+    if (e == 0) { /* subnormal: m * 2^(1 - bias - 3), exact in fp32 */
+        f = (float)m / (bias == 7 ? 512.0f : 1024.0f);
+        memcpy(&u, &f, sizeof u);
+        u |= sign;
+    } else {
+        u = sign | ((e + 127u - (uint32_t)bias) << 23) | (m << 20);
+    }
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float mla_fp8_e4m3fn_to_f32(uint8_t b)
+{
+    if ((b & 0x7fu) == 0x7fu) {
+        uint32_t u = ((uint32_t)(b & 0x80u) << 24) | 0x7fc00000u;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    return mla_fp8_e4m3_finite_(b, 7);
+}
+
+static inline float mla_fp8_e4m3fnuz_to_f32(uint8_t b)
+{
+    if (b == 0x80u) {
+        uint32_t u = 0x7fc00000u;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    return mla_fp8_e4m3_finite_(b, 8);
+}
+
+/* Decode one pool code of an fp8 dtype (MLA_KV_BF16 is not a byte code). */
+static inline float mla_fp8_to_f32(mla_kv_dtype t, uint8_t b)
+{
+    return t == MLA_KV_FP8_E4M3FNUZ ? mla_fp8_e4m3fnuz_to_f32(b) : mla_fp8_e4m3fn_to_f32(b);
+}
+
+/* The NaN code of each fp8 flavour (poison for unreferenced pool slots). */
+#define MLA_FP8_E4M3FN_NAN ((uint8_t)0x7fu)
+#define MLA_FP8_E4M3FNUZ_NAN ((uint8_t)0x80u)
+
 /* Output poison: NaNs with a payload no arithmetic produces, written into
  * every output buffer before a backend runs, so an element still holding it
  * was never written (told apart from a computed NaN). */

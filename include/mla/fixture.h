@@ -1,4 +1,4 @@
-/* Fixture files, schema 1.0.0 (SPEC section 6): read, check, write, and the
+/* Fixture files, schema 1.0.0 and 1.1.0 (fp8 pools) (SPEC section 6): read, check, write, and the
  * seeded catalogue of synthetic cases. */
 #ifndef MLA_FIXTURE_H
 #define MLA_FIXTURE_H
@@ -11,6 +11,8 @@ extern "C" {
 
 #define MLA_SCHEMA_NAME "mla-verify-fixture"
 #define MLA_SCHEMA_VERSION "1.0.0"
+/* Written when the pool is fp8 (and required by the reader for one). */
+#define MLA_SCHEMA_VERSION_FP8 "1.1.0"
 #define MLA_SCHEMA_MAJOR 1
 
 typedef struct {
@@ -49,7 +51,12 @@ typedef struct mla_fixture {
     mla_bf16 *q;         /* [num_q_tokens, num_heads, head_dim] */
     mla_bf16 *k_extend;  /* [num_q_tokens, num_kv_heads, head_dim] */
     mla_bf16 *v_extend;  /* [num_q_tokens, num_kv_heads, v_head_dim] */
-    mla_bf16 *kv_buffer; /* [pool_slots, num_kv_heads, head_dim] */
+    /* The pool: bf16 in kv_buffer (kv_dtype MLA_KV_BF16), or, schema
+     * 1.1.0, fp8 codes in kv_fp8 (kv_dtype MLA_KV_FP8_*; kv_buffer NULL).
+     * Exactly one of the two is set. Read an element with mla_fixture_kv. */
+    mla_kv_dtype kv_dtype;
+    mla_bf16 *kv_buffer; /* [pool_slots, num_kv_heads, head_dim] or NULL */
+    uint8_t *kv_fp8;     /* [pool_slots, num_kv_heads, head_dim] or NULL */
     int32_t *qo_indptr;  /* [num_seqs + 1] */
     int32_t *kv_indptr;  /* [num_seqs + 1] */
     int64_t *kv_indices; /* [num_kv_indices] */
@@ -61,7 +68,17 @@ typedef struct mla_fixture {
     char *expected_producer; /* set when expected_o is */
 } mla_fixture;
 
-/* Element counts of each tensor, overflow-checked against the config. */
+/* Pool element e (index into [pool_slots, num_kv_heads, head_dim]) as fp32,
+ * decoded exactly whatever the pool's dtype. */
+static inline float mla_fixture_kv(const struct mla_fixture *fx, size_t e)
+{
+    return fx->kv_dtype == MLA_KV_BF16 ? mla_bf16_to_f32(fx->kv_buffer[e])
+                                       : mla_fp8_to_f32(fx->kv_dtype, fx->kv_fp8[e]);
+}
+
+/* Element counts of each tensor, overflow-checked against the config
+ * (kv_buffer counts pool elements of either dtype: bytes are
+ * kv_buffer * mla_kv_dtype_size(kv_dtype)). */
 typedef struct {
     size_t q, k_extend, v_extend, kv_buffer, o, lse;
 } mla_fixture_sizes;
@@ -131,6 +148,13 @@ mla_status mla_fixture_write(const char *path, const mla_fixture *fx, int deflat
                              mla_error *err);
 
 void mla_fixture_free(mla_fixture *fx);
+
+/* The pool as bf16, for code that walks bf16 rows: a bf16 pool is returned
+ * as is (*owned NULL); an fp8 pool is widened into a new buffer (*owned,
+ * freed by the caller) -- exact, since every e4m3fn/e4m3fnuz value and NaN
+ * is a bf16 value. The GPU glue must not use this to upload an fp8 pool. */
+mla_status mla_fixture_kv_bf16(const mla_fixture *fx, const mla_bf16 **pool, mla_bf16 **owned,
+                               mla_error *err);
 
 /* Deep copy of the inputs and metadata; /expected is not copied. */
 mla_status mla_fixture_copy_inputs(const mla_fixture *src, mla_fixture *dst, mla_error *err);
