@@ -614,19 +614,14 @@ template <int MT, int NW, int RG, bool CM, int PITCH = DP> struct PvAcc {
     }
 };
 
-#else // AMD: wave64, MFMA 32x32x8 bf16 (gfx90a/gfx942)
+#else // AMD: wave64, MFMA 32x32 bf16: 32x32x8 (gfx90a/gfx942) or 32x32x16 (gfx950)
 
-typedef short mfma_ab_t __attribute__((ext_vector_type(4)));
-typedef float mfma_c_t __attribute__((ext_vector_type(16)));
-
-// Operand layouts of v_mfma_f32_32x32x8bf16_1k (one block):
-//   A[32 x 8]: lane l holds row l%32, k = 4*(l/32) .. +3
-//   B[8 x 32]: lane l holds col l%32, k = 4*(l/32) .. +3
-//   C[32 x 32]: lane l, register v holds col l%32, row 8*(v/4) + 4*(l/32) + v%4
-__device__ __forceinline__ mfma_ab_t lds4(const bf16_t *p)
-{
-    return *(const mfma_ab_t *)p; // 8-byte aligned: pitches and k offsets are multiples of 4
-}
+// The per-arch K step (MFMA_K 8 or 16), operand loads and the layouts of
+// both instructions are in amd/mfma_gfx9.h; the code below is written
+// against it and is the same for every CDNA generation.
+#include "amd/mfma_gfx9.h"
+using mla_amd::mfma_ab_t;
+using mla_amd::mfma_c_t;
 
 template <int MT, int NW, int PITCH = DP, int PADK = 0>
 __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float *Ss, int D,
@@ -643,15 +638,13 @@ __device__ __forceinline__ void s_tile(const bf16_t *Qs, const bf16_t *Kb, float
 #pragma unroll
         for (int v = 0; v < 16; ++v)
             acc[v] = 0.f;
-        const bf16_t *qa = Qs + (rt * 32 + (lane & 31)) * DP + 4 * (lane >> 5);
-        const bf16_t *kb = Kb + (lane & 31) * DP + 4 * (lane >> 5);
-        for (int kk = 0; kk < D; kk += 8)
-            acc = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(lds4(qa + kk), lds4(kb + kk), acc, 0, 0, 0);
+        const bf16_t *qa = Qs + (rt * 32 + (lane & 31)) * DP + mla_amd::k_lane_offset(lane);
+        const bf16_t *kb = Kb + (lane & 31) * DP + mla_amd::k_lane_offset(lane);
+        for (int kk = 0; kk < D; kk += mla_amd::MFMA_K)
+            acc = mla_amd::mfma32(mla_amd::load_k(qa + kk), mla_amd::load_k(kb + kk), acc);
 #pragma unroll
-        for (int v = 0; v < 16; ++v) {
-            const int row = rt * 32 + 8 * (v >> 2) + 4 * (lane >> 5) + (v & 3);
-            Ss[row * SSP + (lane & 31)] = acc[v] * scale;
-        }
+        for (int v = 0; v < 16; ++v)
+            Ss[(rt * 32 + mla_amd::c_row(lane, v)) * SSP + (lane & 31)] = acc[v] * scale;
     }
 }
 
@@ -689,18 +682,14 @@ template <int MT, int NW, int RG, bool CM, int PITCH = DP> struct PvAcc {
             tile_of(i, rt, ct);
 #pragma unroll
             for (int v = 0; v < 16; ++v)
-                acc[i][v] *= Al[rt * 32 + 8 * (v >> 2) + 4 * (lane >> 5) + (v & 3)];
+                acc[i][v] *= Al[rt * 32 + mla_amd::c_row(lane, v)];
             if (ct * 32 >= Dv)
                 continue;
-            for (int kk = 0; kk < TN; kk += 8) {
-                const mfma_ab_t a = lds4(Ps + (rt * 32 + (lane & 31)) * PSP + kk + 4 * (lane >> 5));
-                mfma_ab_t b;
-                const bf16_t *vp = Vb + (kk + 4 * (lane >> 5)) * DP + ct * 32 + (lane & 31);
-                b[0] = (short)vp[0];
-                b[1] = (short)vp[DP];
-                b[2] = (short)vp[2 * DP];
-                b[3] = (short)vp[3 * DP];
-                acc[i] = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, acc[i], 0, 0, 0);
+            const int kl = mla_amd::k_lane_offset(lane);
+            for (int kk = 0; kk < TN; kk += mla_amd::MFMA_K) {
+                const mfma_ab_t a = mla_amd::load_k(Ps + (rt * 32 + (lane & 31)) * PSP + kk + kl);
+                const mfma_ab_t b = mla_amd::gather_k(Vb + (kk + kl) * DP + ct * 32 + (lane & 31), DP);
+                acc[i] = mla_amd::mfma32(a, b, acc[i]);
             }
         }
     }
@@ -718,7 +707,7 @@ template <int MT, int NW, int RG, bool CM, int PITCH = DP> struct PvAcc {
                 continue;
 #pragma unroll
             for (int v = 0; v < 16; ++v)
-                f(rt * 32 + 8 * (v >> 2) + 4 * (lane >> 5) + (v & 3), col, acc[i][v]);
+                f(rt * 32 + mla_amd::c_row(lane, v), col, acc[i][v]);
         }
     }
 };
