@@ -1,0 +1,175 @@
+// C API of the emulated AMD tiers (include/mla_amd_emu.h): copies the host
+// tensors into checked emulator buffers, applies the split tiers' decline
+// rules, runs the arch's kernels and copies the outputs back.
+#include "mla_amd_emu.h"
+
+#include "mla_emu/runtime.h"
+#include "mla_emu_internal.h"
+
+#include <math.h>
+#include <mutex>
+#include <stdio.h>
+#include <string.h>
+
+namespace {
+
+// The split tiers' shape rules (mla_gpu.hip split_tier_shape_declines with
+// the AMD row blocks): the emulator must decline exactly what the GPU
+// library declines.
+const char *split_declines(const mla_shape *s, mla_gpu_tier tier, mla_amd_emu_arch arch)
+{
+    const char *why = mla_can_handle(s);
+    if (why)
+        return why;
+    if (s->head_dim % 16 != 0 || s->head_dim > 576)
+        return "head_dim is not a multiple of 16 up to 576 (tensor-core k16 steps, 576-wide smem rows)";
+    if (s->v_head_dim % 64 != 0 || s->v_head_dim > 512)
+        return "v_head_dim is not a multiple of 64 up to 512 (accumulator tiles, 64-column merge chunks)";
+    if (s->num_seqs > 65535 || s->num_heads > 65535)
+        return "batch or head count beyond the grid's y/z limit";
+    if ((long long)s->num_heads * s->q_len > (1 << 24))
+        return "num_heads * q_len too large";
+    const int HL = s->num_heads * s->q_len;
+    const int rows = arch == MLA_AMD_EMU_GFX950 ? mla_emu_gfx950::emu_fast_rows(HL) : mla_emu_gfx942::emu_fast_rows(HL);
+    const long long per = (long long)s->num_seqs * ((HL + rows - 1) / rows);
+    long long ns = MLA_GPU_FAST_TARGET_CTAS / (per > 0 ? per : 1);
+    if (ns < 1)
+        ns = 1;
+    if (tier != MLA_GPU_TIER_FAST)
+        ns = MLA_GPU_PERHEAD_MAX_SPLITS;
+    if (mla_emu_gfx942::emu_stage2_smem(s->q_len, (int)ns, s->head_dim) > 200 * 1024)
+        return "q_len too large for the stage-2 shared-memory score block";
+    return nullptr;
+}
+
+struct Bufs {
+    void *p[12] = {};
+    int n = 0;
+    void *add(size_t bytes, int flags, const char *name)
+    {
+        void *b = mla_emu::alloc(bytes ? bytes : 1, flags, name);
+        if (b)
+            p[n++] = b;
+        return b;
+    }
+    ~Bufs()
+    {
+        for (int i = 0; i < n; ++i)
+            mla_emu::release(p[i]);
+    }
+};
+
+std::mutex g_lock;
+
+} // namespace
+
+extern "C" mla_status mla_amd_emu_run(const mla_gpu_args *a, int64_t kv_pool_slots, mla_gpu_tier tier,
+                                      mla_amd_emu_arch arch, unsigned flags, mla_amd_emu_info *info,
+                                      mla_error *err)
+{
+    std::lock_guard<std::mutex> guard(g_lock);
+    if (info) {
+        info->ran = tier;
+        info->fault = 0;
+        info->launches[0] = 0;
+    }
+    if (!a || (arch != MLA_AMD_EMU_GFX942 && arch != MLA_AMD_EMU_GFX950) || kv_pool_slots < 0) {
+        mla_error_set(err, "amd emu: bad arguments (args %p, arch %d, pool slots %lld)", (const void *)a, (int)arch,
+                      (long long)kv_pool_slots);
+        return MLA_ERR_INVALID;
+    }
+    const mla_shape *s = &a->shape;
+    if (tier == MLA_GPU_TIER_AUTO)
+        tier = !split_declines(s, MLA_GPU_TIER_FAST, arch)      ? MLA_GPU_TIER_FAST
+               : !split_declines(s, MLA_GPU_TIER_PERHEAD, arch) ? MLA_GPU_TIER_PERHEAD
+                                                                : MLA_GPU_TIER_GENERIC;
+    if (info)
+        info->ran = tier;
+    if (tier == MLA_GPU_TIER_FAST || tier == MLA_GPU_TIER_PERHEAD) {
+        const char *why = split_declines(s, tier, arch);
+        if (!why && a->sinks)
+            why = "sinks present";
+        if (why) {
+            mla_error_set(err, "%s tier declines: %s", tier == MLA_GPU_TIER_FAST ? "fast" : "perhead", why);
+            return MLA_ERR_DECLINED;
+        }
+    } else if (tier != MLA_GPU_TIER_GENERIC) {
+        mla_error_set(err, "amd emu: unknown tier %d", (int)tier);
+        return MLA_ERR_INVALID;
+    }
+    const long long T = s->num_q_tokens, bs = s->num_seqs, H = s->num_heads;
+    if (T < 0 || bs < 0 || H <= 0 || !a->q || !a->k_extend || !a->v_extend || !a->qo_indptr || !a->kv_indptr ||
+        !a->o || (a->num_kv_indices > 0 && (!a->kv_indices || !a->kv_buffer))) {
+        mla_error_set(err, "amd emu: missing tensors or negative sizes");
+        return MLA_ERR_INVALID;
+    }
+    if (bs == 0 || T == 0)
+        return MLA_OK;
+
+    // Extents: the last row of each tensor ends at its row start + width.
+    auto extent = [](long long rows, long long stride_row, long long inner_rows, long long stride_inner,
+                     long long width) -> size_t {
+        if (rows <= 0)
+            return 0;
+        return (size_t)((rows - 1) * stride_row + (inner_rows - 1) * stride_inner + width) * 2;
+    };
+    const size_t q_b = extent(T, a->q_stride_tok, H, a->q_stride_head, s->head_dim);
+    const size_t k_b = extent(T, a->k_stride_tok, s->num_kv_heads, a->k_stride_head, s->head_dim);
+    const size_t v_b = extent(T, a->v_stride_tok, s->num_kv_heads, a->v_stride_head, s->v_head_dim);
+    const size_t kv_b = extent(kv_pool_slots, a->kv_stride_slot, s->num_kv_heads, a->kv_stride_head, s->kv_dim);
+    const size_t o_b = extent(T, a->o_stride_tok, H, a->o_stride_head, s->v_head_dim);
+    const size_t lse_b = a->lse ? (size_t)((T - 1) * a->lse_stride_tok + H) * 4 : 0;
+
+    Bufs B;
+    mla_gpu_args d = *a;
+    auto upload = [&](const void *src, size_t bytes, const char *name) -> void * {
+        void *p = B.add(bytes, 0, name);
+        if (p && src && bytes)
+            memcpy(p, src, bytes);
+        if (p)
+            mla_emu::set_flags(p, mla_emu::BUF_READONLY); // the kernels only read inputs
+        return p;
+    };
+    d.q = (const mla_bf16 *)upload(a->q, q_b, "q");
+    d.k_extend = (const mla_bf16 *)upload(a->k_extend, k_b, "k_extend");
+    d.v_extend = (const mla_bf16 *)upload(a->v_extend, v_b, "v_extend");
+    d.kv_buffer = (const mla_bf16 *)upload(a->kv_buffer, kv_b, "kv_buffer");
+    d.qo_indptr = (const int32_t *)upload(a->qo_indptr, (size_t)(bs + 1) * 4, "qo_indptr");
+    d.kv_indptr = (const int32_t *)upload(a->kv_indptr, (size_t)(bs + 1) * 4, "kv_indptr");
+    d.kv_indices = (const int64_t *)upload(a->kv_indices, (size_t)a->num_kv_indices * 8, "kv_indices");
+    d.sinks = a->sinks ? (const float *)upload(a->sinks, (size_t)H * 4, "sinks") : nullptr;
+    d.o = (mla_bf16 *)B.add(o_b, 0, "o");
+    d.lse = a->lse ? (float *)B.add(lse_b, 0, "lse") : nullptr;
+    if (!d.q || !d.k_extend || !d.v_extend || !d.kv_buffer || !d.qo_indptr || !d.kv_indptr || !d.kv_indices ||
+        (a->sinks && !d.sinks) || !d.o || (a->lse && !d.lse)) {
+        mla_error_set(err, "amd emu: out of memory for the emulator buffers");
+        return MLA_ERR_NOMEM;
+    }
+    // Outputs start as NaN: a row the kernels skip shows up in the comparison.
+    memset(d.o, 0xff, o_b);
+    if (d.lse)
+        memset(d.lse, 0xff, lse_b);
+
+    mla_emu::set_lds_limit_override((flags & MLA_AMD_EMU_RELAX_LDS) ? 256 * 1024 : 0);
+    mla_emu_tier_run r;
+    memset(&r, 0, sizeof r);
+    r.g = &d;
+    r.tier = tier;
+    if (arch == MLA_AMD_EMU_GFX950)
+        mla_emu_gfx950::emu_run_tier(r);
+    else
+        mla_emu_gfx942::emu_run_tier(r);
+    mla_emu::set_lds_limit_override(0);
+    if (info) {
+        info->fault = r.status;
+        snprintf(info->launches, sizeof info->launches, "%s", r.what);
+    }
+    if (r.status != 0) {
+        mla_error_set(err, "amd emu %s: %s", arch == MLA_AMD_EMU_GFX950 ? "gfx950" : "gfx942", r.msg);
+        return MLA_ERR_RUNTIME;
+    }
+    memcpy(a->o, d.o, o_b);
+    if (a->lse)
+        memcpy(a->lse, d.lse, lse_b);
+    return MLA_OK;
+}
