@@ -60,12 +60,16 @@ for src in "$@"; do
     awk -v m="$mfma" '/^[0-9a-f]+ <.*>:$/ { n = $2; gsub(/[<>:]/, "", n); cnt[n] += 0; order[++k] = n }
                       index($0, m) && n != "" { cnt[n]++ }
                       END { for (i = 1; i <= k; i++) print order[i], cnt[order[i]] }' "$dis" >"$out/$base.$arch.mfma"
-    printf '  %-72s %5s %5s %5s %7s %6s %5s %6s\n' kernel VGPR AGPR spill scratch LDS occ "$mfma"
+    # Demangled names when llvm-22's c++filt is there (optional).
+    demangle=cat
+    if command -v llvm-cxxfilt-22 >/dev/null 2>&1; then demangle=llvm-cxxfilt-22; fi
+    printf '  %5s %5s %5s %7s %6s %9s %6s  %s\n' VGPR AGPR spill scratch LDS occupancy MFMA kernel
     awk -v mf="$out/$base.$arch.mfma" '
         BEGIN { while ((getline line < mf) > 0) { split(line, f, " "); c[f[1]] = f[2] } }
         /Function Name:/ {n=$(NF-1)} /VGPRs:/ {v=$(NF-1)} /AGPRs:/ {a=$(NF-1)} /Occupancy/ {o=$(NF-1)}
         /ScratchSize/ {sc=$(NF-1)} /VGPRs Spill:/ {s=$(NF-1)}
-        /LDS Size/ { printf "  %-72s %5s %5s %5s %7s %6s %5s %6s\n", n, v, a, s, sc, $(NF-1), o, (n in c) ? c[n] : "?" }' "$log"
+        /LDS Size/ { printf "  %5s %5s %5s %7s %6s %9s %6s  %s\n", v, a, s, sc, $(NF-1), o, (n in c) ? c[n] : "?", n }' "$log" |
+        $demangle
     # Every stage-1 kernel must use the arch's MFMA (the tensor-core path).
     bad=$(awk '$1 ~ /stage1_kernel/ && $2 == 0 { print $1 }' "$out/$base.$arch.mfma")
     if [ -n "$bad" ]; then
@@ -77,5 +81,6 @@ for src in "$@"; do
         status=1
     fi
 done
-echo "(LDS is the static size; the stage-1/2 kernels take theirs as dynamic shared memory at launch)"
+echo "(MFMA: static count of $mfma instructions per kernel; LDS: the static size, the kernels take"
+echo " theirs as dynamic shared memory at launch: emu/README.md lists what stage 1 asks for)"
 exit $status
