@@ -63,9 +63,9 @@ std::mutex g_lock;
 
 } // namespace
 
-extern "C" mla_status mla_amd_emu_run(const mla_gpu_args *a, int64_t kv_pool_slots, mla_gpu_tier tier,
-                                      mla_amd_emu_arch arch, unsigned flags, mla_amd_emu_info *info,
-                                      mla_error *err)
+mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_args *a, int64_t kv_pool_slots,
+                                mla_gpu_tier tier, mla_amd_emu_arch arch, unsigned flags, mla_amd_emu_info *info,
+                                mla_error *err)
 {
     std::lock_guard<std::mutex> guard(g_lock);
     if (info) {
@@ -155,10 +155,7 @@ extern "C" mla_status mla_amd_emu_run(const mla_gpu_args *a, int64_t kv_pool_slo
     memset(&r, 0, sizeof r);
     r.g = &d;
     r.tier = tier;
-    if (arch == MLA_AMD_EMU_GFX950)
-        mla_emu_gfx950::emu_run_tier(r);
-    else
-        mla_emu_gfx942::emu_run_tier(r);
+    run(r);
     mla_emu::set_lds_limit_override(0);
     if (info) {
         info->fault = r.status;
@@ -172,4 +169,13 @@ extern "C" mla_status mla_amd_emu_run(const mla_gpu_args *a, int64_t kv_pool_slo
     if (a->lse)
         memcpy(a->lse, d.lse, lse_b);
     return MLA_OK;
+}
+
+extern "C" mla_status mla_amd_emu_run(const mla_gpu_args *a, int64_t kv_pool_slots, mla_gpu_tier tier,
+                                      mla_amd_emu_arch arch, unsigned flags, mla_amd_emu_info *info,
+                                      mla_error *err)
+{
+    return mla_amd_emu_run_with(arch == MLA_AMD_EMU_GFX950 ? mla_emu_gfx950::emu_run_tier
+                                                           : mla_emu_gfx942::emu_run_tier,
+                                a, kv_pool_slots, tier, arch, flags, info, err);
 }

@@ -26,4 +26,12 @@ MLA_EMU_DECLARE_ARCH(mla_emu_gfx942)
 MLA_EMU_DECLARE_ARCH(mla_emu_gfx950)
 #undef MLA_EMU_DECLARE_ARCH
 
+#include "mla_amd_emu.h"
+/* mla_amd_emu_run with another build of the kernels (the mutation tests'
+ * planted-bug builds); `arch` selects the decline rules and the LDS limit
+ * the build was compiled for. */
+mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_args *a, int64_t kv_pool_slots,
+                                mla_gpu_tier tier, mla_amd_emu_arch arch, unsigned flags, mla_amd_emu_info *info,
+                                mla_error *err);
+
 #endif
