@@ -43,6 +43,15 @@ typedef struct {
 mla_status mla_amd_emu_run(const mla_gpu_args *a, int64_t kv_pool_slots, mla_gpu_tier tier,
                            mla_amd_emu_arch arch, unsigned flags, mla_amd_emu_info *info, mla_error *err);
 
+/* The validator's contract, as mla_gpu_backend_run (hip/gpu_backend.c):
+ * builds the argument block from the fixture (SGLang's dense layout), runs
+ * `tier` (an mla_gpu_tier) of the emulated `arch` and writes o (bf16
+ * [tokens, H, Dv]) and lse (fp32 [tokens, H], may be NULL) only on MLA_OK.
+ * MLA_ERR_DECLINED: reason in err, nothing written. MLA_ERR_RUNTIME: the
+ * fault (or the hardware launch failure) in err. */
+mla_status mla_amd_emu_backend_run(const mla_fixture *fx, int tier, mla_amd_emu_arch arch, unsigned flags,
+                                   mla_bf16 *o_host, float *lse_host, mla_error *err);
+
 #ifdef __cplusplus
 }
 #endif

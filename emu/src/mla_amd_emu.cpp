@@ -179,3 +179,44 @@ extern "C" mla_status mla_amd_emu_run(const mla_gpu_args *a, int64_t kv_pool_slo
                                                            : mla_emu_gfx942::emu_run_tier,
                                 a, kv_pool_slots, tier, arch, flags, info, err);
 }
+
+extern "C" mla_status mla_amd_emu_backend_run(const mla_fixture *fx, int tier, mla_amd_emu_arch arch,
+                                              unsigned flags, mla_bf16 *o_host, float *lse_host, mla_error *err)
+{
+    if (!fx || !o_host) {
+        mla_error_set(err, "mla_amd_emu_backend_run: NULL fixture or output");
+        return MLA_ERR_INVALID;
+    }
+    const int64_t H = fx->cfg.num_heads, Hkv = fx->cfg.num_kv_heads;
+    const int64_t D = fx->cfg.head_dim, Dv = fx->cfg.v_head_dim;
+    mla_gpu_args a;
+    memset(&a, 0, sizeof a);
+    mla_shape_from_fixture(fx, &a.shape);
+    a.num_kv_indices = fx->num_kv_indices;
+    a.sm_scale = fx->cfg.sm_scale;
+    a.k_scale = fx->cfg.k_scale;
+    a.v_scale = fx->cfg.v_scale;
+    a.q = fx->q;
+    a.q_stride_tok = H * D;
+    a.q_stride_head = D;
+    a.k_extend = fx->k_extend;
+    a.k_stride_tok = Hkv * D;
+    a.k_stride_head = D;
+    a.v_extend = fx->v_extend;
+    a.v_stride_tok = Hkv * Dv;
+    a.v_stride_head = Dv;
+    a.kv_buffer = fx->kv_buffer;
+    a.kv_stride_slot = Hkv * D;
+    a.kv_stride_head = D;
+    a.qo_indptr = fx->qo_indptr;
+    a.kv_indptr = fx->kv_indptr;
+    a.kv_indices = fx->kv_indices;
+    a.sinks = fx->sinks;
+    a.o = o_host;
+    a.o_stride_tok = H * Dv;
+    a.o_stride_head = Dv;
+    a.lse = lse_host;
+    a.lse_stride_tok = H;
+    mla_amd_emu_info info;
+    return mla_amd_emu_run(&a, fx->pool_slots, (mla_gpu_tier)tier, arch, flags, &info, err);
+}
