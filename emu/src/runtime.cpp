@@ -194,6 +194,7 @@ const char *status_name(int s)
     case FAULT_UNSUPPORTED: return "unsupported instruction";
     case FAULT_SIGNAL: return "hardware fault";
     case FAULT_CONFIG: return "bad launch configuration";
+    case FAULT_LDS_MISALIGNED: return "misaligned LDS access";
     }
     return "unknown";
 }
@@ -383,12 +384,20 @@ static void describe_miss(uintptr_t a, size_t n, char *out, size_t len)
 // ---------------------------------------------------------------------------
 // The access check (every instrumented load and store of kernel code)
 // ---------------------------------------------------------------------------
-static void lds_access(size_t off, size_t n, bool w)
+static void lds_access(size_t off, size_t n, bool w, bool aligned)
 {
     Emu &e = emu();
     if (off + n > e.lds_bytes)
         fiber_fault(FAULT_LDS_OOB, "%s of %zu bytes at LDS offset %zu, the launch has %zu bytes of LDS",
                     w ? "store" : "load", n, off, e.lds_bytes);
+    // The instrumentation calls the aligned hook when the access's type
+    // promises min(size, 8)-byte alignment: an LDS address that breaks the
+    // promise is undefined behaviour, and the ds_read/ds_write the device
+    // compiler emits for it assumes the alignment.
+    const size_t al = n < 8 ? n : 8;
+    if (aligned && (off % al) != 0)
+        fiber_fault(FAULT_LDS_MISALIGNED, "%s of %zu bytes at LDS offset %zu: the type promises %zu-byte alignment",
+                    w ? "store" : "load", n, off, al);
     const unsigned wave = e.cur->wave;
     const uint16_t me = (uint16_t)(1u << wave);
     for (size_t i = off; i < off + n; ++i) {
@@ -420,7 +429,7 @@ static void lds_access(size_t off, size_t n, bool w)
     }
 }
 
-static inline void check(const void *p, size_t n, bool w)
+static inline void check(const void *p, size_t n, bool w, bool aligned = false)
 {
     if (!E || !E->active)
         return; // host code of an instrumented TU (launchers, tests)
@@ -428,7 +437,7 @@ static inline void check(const void *p, size_t n, bool w)
     const uintptr_t a = (uintptr_t)p;
     const uintptr_t lds = (uintptr_t)mla_emu_lds_arena;
     if (a - lds < LDS_ARENA) {
-        lds_access(a - lds, n, w);
+        lds_access(a - lds, n, w, aligned);
         return;
     }
     const Fiber *f = e.cur;
@@ -472,8 +481,8 @@ void __tsan_init() {}
 void __tsan_func_entry(void *) {}
 void __tsan_func_exit() {}
 #define MLA_EMU_HOOKS(N)                                                                           \
-    void __tsan_read##N(void *p) { check(p, N, false); }                                          \
-    void __tsan_write##N(void *p) { check(p, N, true); }                                          \
+    void __tsan_read##N(void *p) { check(p, N, false, true); }                                    \
+    void __tsan_write##N(void *p) { check(p, N, true, true); }                                    \
     void __tsan_unaligned_read##N(void *p) { check(p, N, false); }                                \
     void __tsan_unaligned_write##N(void *p) { check(p, N, true); }                                \
     void __tsan_volatile_read##N(void *p) { check(p, N, false); }                                 \

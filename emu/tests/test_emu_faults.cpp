@@ -69,6 +69,14 @@ static void k_lds(const FArgs &p)
         p.out[t] = c[0];
         break;
     }
+    case 12: { // a 16-byte vector type at an LDS offset that is only 4-byte aligned
+        typedef float v4f __attribute__((ext_vector_type(4)));
+        s[t] = p.in[t];
+        __syncthreads();
+        if (t < 16)
+            p.out[t] = (*(const v4f *)(s + 4 * t + 1))[0];
+        break;
+    }
     case 11: { // another work-item's private memory through LDS
         float mine[4] = {1, 2, 3, (float)t};
         if (t < 64)
@@ -124,6 +132,7 @@ int main()
     expect(9, mla_emu::FAULT_GLOBAL_UNINIT, "planted: read of never-written output", 1);
     expect(10, mla_emu::FAULT_DIVERGENT_MFMA, "planted: MFMA under a divergent branch");
     expect(11, mla_emu::FAULT_PRIVATE, "planted: another work-item's private memory");
+    expect(12, mla_emu::FAULT_LDS_MISALIGNED, "planted: 16-byte vector at a 4-byte aligned LDS offset");
     {
         char msg[512];
         float *o = galloc<float>(4, "o");

@@ -28,6 +28,7 @@ enum Status {
     FAULT_UNSUPPORTED = 10,    // an instruction or mode the emulated arch or this emulator lacks
     FAULT_SIGNAL = 11,         // a hardware fault that escaped the checks (stack overflow, wild pointer)
     FAULT_CONFIG = 12,         // bad launch configuration (block > 1024, LDS over the arch limit)
+    FAULT_LDS_MISALIGNED = 13, // LDS access below the alignment its type promises
 };
 const char *status_name(int s);
 
