@@ -28,7 +28,7 @@ if(MLA_ENABLE_HIP_COMPILE_TEST)
   foreach(_arch IN LISTS MLA_AMD_ARCHS)
     add_test(NAME hip.compile.${_arch}
       COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/amd/compile_check.sh "${_mla_hip_clang}" "${_mla_objdump}"
-              ${_arch} ${CMAKE_CURRENT_BINARY_DIR}/amd ${CMAKE_CURRENT_LIST_DIR}/mla_kernels.hip)
+              ${_arch} ${CMAKE_CURRENT_BINARY_DIR}/amd ${CMAKE_CURRENT_LIST_DIR}/amd_kernels.hip)
     set_tests_properties(hip.compile.${_arch} PROPERTIES LABELS hip-compile)
   endforeach()
 endif()

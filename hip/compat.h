@@ -2,7 +2,7 @@
  * NVIDIA (nvcc, sources compiled as CUDA) the hip* runtime names map onto
  * cuda*; on AMD the real HIP headers are used, or, for the device-only
  * compile check with -nogpuinc, the minimal header in hip/amd/. The host
- * part is plain C so that gpu_backend.c can use it too. */
+ * part is plain C so that validate/gpu_backend.c can use it too. */
 #ifndef MLA_HIP_COMPAT_H
 #define MLA_HIP_COMPAT_H
 

@@ -20,13 +20,18 @@ set(MLA_CUDA_GENCODE "-gencode=arch=compute_90a,code=sm_90a" CACHE STRING
     "nvcc target flags of the GPU library")
 separate_arguments(_mla_gencode UNIX_COMMAND "${MLA_CUDA_GENCODE}")
 
+# One translation unit per kernel family (compiled in parallel), the host
+# API apart; instances.h lists what each instantiates.
 set(MLA_GPU_HIP_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/mla_kernels.hip
-  ${CMAKE_CURRENT_LIST_DIR}/mla_gpu.hip)
+  ${CMAKE_CURRENT_LIST_DIR}/api.hip
+  ${CMAKE_CURRENT_LIST_DIR}/launch_stage1_mma.hip
+  ${CMAKE_CURRENT_LIST_DIR}/launch_stage1_ws.hip
+  ${CMAKE_CURRENT_LIST_DIR}/launch_stage2_merge.hip
+  ${CMAKE_CURRENT_LIST_DIR}/launch_generic.hip)
 set_source_files_properties(${MLA_GPU_HIP_SOURCES} PROPERTIES LANGUAGE CUDA)
 
 function(mla_gpu_library name kind)
-  add_library(${name} ${kind} ${MLA_GPU_HIP_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/gpu_backend.c)
+  add_library(${name} ${kind} ${MLA_GPU_HIP_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/split_policy.c)
   target_include_directories(${name} PUBLIC ${MLA_INCLUDE_DIR} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
   set_target_properties(${name} PROPERTIES
     CUDA_ARCHITECTURES OFF
@@ -44,7 +49,8 @@ function(mla_gpu_library name kind)
   endif()
 endfunction()
 
-# mla_plan (pure C, PIC) supplies mla_can_handle; the shared library embeds it.
+# mla_plan (seed/, pure C, PIC) supplies mla_can_handle; the shared library
+# embeds it.
 mla_gpu_library(mla_gpu STATIC)
 mla_gpu_library(mla_gpu_shared SHARED)
 set_target_properties(mla_gpu_shared PROPERTIES OUTPUT_NAME mla_gpu)
@@ -61,30 +67,15 @@ target_compile_options(mla-bench PRIVATE "SHELL:-include mla_version.h")
 add_dependencies(mla-bench mla_version)
 target_link_libraries(mla-bench PRIVATE mla_gpu ${CMAKE_DL_LIBS})
 
-# Self-contained GPU test: every catalogue case, every tier, against the
-# CPU reference.
-if(TARGET mla_fixture AND TARGET mla_reference)
-  add_executable(test_gpu ${CMAKE_CURRENT_LIST_DIR}/gpu_tests/test_gpu.c)
-  target_link_libraries(test_gpu PRIVATE mla_gpu mla_judge mla_reference mla_fixture m)
-  add_test(NAME hip.gpu.tiers COMMAND test_gpu --small)
-  add_test(NAME hip.gpu.tiers.large COMMAND test_gpu)
-  set_tests_properties(hip.gpu.tiers hip.gpu.tiers.large PROPERTIES
-    LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77)
-  # compute-sanitizer over the shipped shapes: out-of-bounds accesses and
-  # shared-memory races of every tier.
-  find_program(MLA_COMPUTE_SANITIZER compute-sanitizer HINTS ${CUDAToolkit_BIN_DIR}
-               ${CUDAToolkit_BIN_DIR}/../compute-sanitizer)
-  if(MLA_COMPUTE_SANITIZER)
-    add_test(NAME hip.gpu.memcheck
-      COMMAND ${MLA_COMPUTE_SANITIZER} --tool memcheck --error-exitcode 1 $<TARGET_FILE:test_gpu>
-              k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1)
-    add_test(NAME hip.gpu.racecheck
-      COMMAND ${MLA_COMPUTE_SANITIZER} --tool racecheck --error-exitcode 1 $<TARGET_FILE:test_gpu>
-              k3-edges dsv3-edges k3-splits ragged)
-    set_tests_properties(hip.gpu.memcheck hip.gpu.racecheck PROPERTIES
-      LABELS gpu RESOURCE_GROUPS "gpus:1" SKIP_RETURN_CODE 77 TIMEOUT 1200)
-  endif()
-endif()
+# The host side of the API (options, plans, workspace sizes, declines):
+# no device needed.
+add_executable(test_gpu_api ${CMAKE_CURRENT_LIST_DIR}/gpu_tests/test_api.c)
+target_link_libraries(test_gpu_api PRIVATE mla_gpu)
+add_test(NAME hip.gpu.api COMMAND test_gpu_api)
+set_tests_properties(hip.gpu.api PROPERTIES LABELS "cpu;gpu")
+
+# Every tier on every catalogue case, the kept variants and compute-sanitizer
+# run through mla-validate (validate/CMakeLists.txt): one evaluation loop.
 
 # Validation of the shipped fixtures through the validator's GPU backends,
 # once validate/ (added after hip/) has defined mla-validate.

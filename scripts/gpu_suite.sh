@@ -8,8 +8,9 @@
 #   scripts/gpu_suite.sh run [what...]      there: unpack, run, logs to $OUT
 #       what: any of tests validate large sanitize ncu ab bench sass wssass
 #       (default: all but ncu, ab and wssass; "none" only unpacks; ab times
-#       variants side by side: AB_VARIANTS (default "ws mma", or NAME=VALUE
-#       [+NAME=VALUE] switches), AB_CASES, AB_BACKENDS, AB_REPS interleaved
+#       variants side by side: AB_VARIANTS (default "ws mma"; also rows96,
+#       ms32, or mla-bench variant flags with '+' for spaces, e.g.
+#       --fast-rows+96+--split-rule+fixed), AB_CASES, AB_BACKENDS, AB_REPS interleaved
 #       rounds; wssass dumps the warp-specialized kernels' SASS; NCU_EXTRA
 #       adds ncu options)
 set -u
@@ -21,7 +22,7 @@ if [ "$mode" = pack ]; then
     build=${1:-$here/build-cuda}
     stage=$(mktemp -d)
     mkdir -p "$stage/bin" "$stage/lib" "$here/.devbundle"
-    for b in test_gpu mla-bench; do
+    for b in mla-bench; do
         f=$(find "$build" -maxdepth 3 -type f -name "$b" | head -1)
         [ -n "$f" ] && cp "$f" "$stage/bin/" || echo "pack: $b not found under $build"
     done
@@ -75,7 +76,7 @@ step() { # name timeout cmd...
 }
 
 if want tests; then
-    step tests 150 "$work/bin/test_gpu" --small
+    step tests 150 "$work/bin/mla-validate" --catalogue --small --backend gpu --backend gpu-baseline --backend gpu-fallback
 fi
 if want validate && [ -x "$work/bin/mla-validate" ]; then
     mkdir -p "$out/val"
@@ -86,26 +87,26 @@ if want validate && [ -x "$work/bin/mla-validate" ]; then
     rm -rf "$out/val"
 fi
 if want large; then
-    step large ${LARGE_TIMEOUT:-420} "$work/bin/test_gpu" k3-splits-wide k3-4k k3-16k k3-64k k3-128k dsv3-16k k3-bs64-4k k3-bs8-128k
+    step large ${LARGE_TIMEOUT:-420} "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-splits-wide k3-4k k3-16k k3-64k k3-128k dsv3-16k k3-bs64-4k k3-bs8-128k
 fi
 if want ab; then
-    # A/B of fast-tier variants (development switches read by mla_gpu, see
-    # mla_kernels.hip FastConfig), fast tier only, one process per variant;
+    # A/B of fast-tier variants (mla-bench's variant flags, which fill
+    # mla_gpu_options), fast tier only, one process per variant;
     # AB_REPS rounds over the variants, interleaved, so that clock drift
-    # does not favour one. A variant NAME=VALUE+NAME2=VALUE2 sets several.
+    # does not favour one. A variant --flag+VALUE+--flag2+VALUE2 sets several.
     cases=${AB_CASES:-12,8,32,4096:12,8,32,16384:12,8,64,16384:16,4,32,16384:16,4,64,16384:12,8,1,1024:12,8,1,4096:12,8,1,16384:12,8,8,1024:16,4,1,4096}
     for rep in $(seq 1 ${AB_REPS:-1}); do
         for v in ${AB_VARIANTS:-ws mma}; do
             case $v in
-                wg) ev=MLA_GPU_FAST_S=wg ;;
-                ws) ev=MLA_GPU_FAST_S=ws ;;
-                mma) ev=MLA_GPU_FAST_S=mma ;;
-                ms32) ev=MLA_GPU_FAST_MIN_SPLIT=32 ;;
-                *) ev=${v//+/ } ;; # NAME=VALUE[+NAME=VALUE...]
+                ws) ev="--fast-kernel ws" ;;
+                mma) ev="--fast-kernel mma" ;;
+                rows96) ev="--fast-rows 96" ;;
+                ms32) ev="--min-split 32" ;;
+                *) ev=${v//+/ } ;; # --flag+VALUE[+--flag+VALUE...]
             esac
             n=ab${rep}_$(echo "$v" | tr -c 'A-Za-z0-9_\n' _)
             mkdir -p /tmp/$n
-            step $n ${AB_TIMEOUT:-90} env $ev "$work/bin/mla-bench" --no-ceilings --backends ${AB_BACKENDS:-fast} --cases "$cases" --out /tmp/$n
+            step $n ${AB_TIMEOUT:-90} "$work/bin/mla-bench" $ev --no-ceilings --backends ${AB_BACKENDS:-fast} --cases "$cases" --out /tmp/$n
             grep -E "^(fast|perhead) " "$out/$n.txt" | sed "s/^/$rep $v /" >>"$out/ab.txt"
             rm -f "$out/$n.txt"
         done
@@ -125,7 +126,8 @@ if want sass; then
             cuobjdump -sass "$work/bin/libmla_gpu.a" 2>/dev/null | awk -v k="$k" '/Function :/ {f=$0} f ~ k' |
                 grep -o -E '\b(HMMA|HGMMA|LDSM|LDGSTS|FFMA|MUFU|STL|LDL)[.A-Z0-9]*' | sort | uniq -c | sed "s/^/$k /"
         done
-        # Per stage-1 instantiation (template <MT, NW, RG, PT, WG>): which
+        # Per stage-1 instantiation (stage1_kernel<MT, NW, RG, PT, PADK>,
+        # stage1_ws_kernel<MT, NPW>; hip/instances.h): which
         # tensor-core instruction each one issues.
         cuobjdump -sass "$work/bin/libmla_gpu.a" 2>/dev/null | awk '
             /Function :/ { f = $3 }
@@ -142,8 +144,8 @@ if want wssass; then
 fi
 if want sanitize; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    step memcheck 120 "$cs" --tool memcheck --error-exitcode 3 "$work/bin/test_gpu" k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1
-    step racecheck 120 "$cs" --tool racecheck --error-exitcode 3 "$work/bin/test_gpu" k3-edges dsv3-edges k3-splits ragged
+    step memcheck 120 "$cs" --tool memcheck --error-exitcode 3 "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1
+    step racecheck 120 "$cs" --tool racecheck --error-exitcode 3 "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-edges dsv3-edges k3-splits ragged
 fi
 if want ncu; then
     for c in ${NCU_CASES:-12,8,32,16384 12,8,1,4096}; do

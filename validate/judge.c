@@ -23,7 +23,6 @@
  * rounded to bf16 before the PV product (u_b max |V|). The final output
  * rounding adds u_b |O|. */
 #include "mla/validate.h"
-#include "mla/plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -124,23 +123,14 @@ static int path_bf16_terms(mla_path p)
     }
 }
 
-int mla_case_max_splits(const mla_fixture *fx)
+/* 0 finite, 1 NaN, 2 +Inf, 3 -Inf. */
+static int nonfinite_class(double x)
 {
-    mla_shape s;
-    mla_plan plan;
-    mla_error err;
-    mla_shape_from_fixture(fx, &s);
-    const mla_config *c = &fx->cfg;
-    mla_block_config blk = mla_block_config_default();
-    if (mla_plan_make(&s, &blk, &plan, &err) != MLA_OK)
+    if (isnan(x))
         return 1;
-    int best = 1;
-    for (int b = 0; b < c->num_seqs; ++b) {
-        int a = mla_plan_active_splits(mla_fixture_prefix(fx, b), plan.num_splits, blk.block_n);
-        if (a > best)
-            best = a;
-    }
-    return best;
+    if (isinf(x))
+        return x > 0 ? 2 : 3;
+    return 0;
 }
 
 /* bf16 ulp at the magnitude of x (the spacing of bf16 numbers there). */
@@ -178,6 +168,130 @@ static double rownorm(const mla_bf16 *x, int n)
     return sqrt(s);
 }
 
+/* ---- Bias test (issue 18) ----
+ * A correct kernel's errors are rounding noise: zero-mean (round to nearest
+ * even), independent from element to element. A wrong scale or lse merge
+ * for one head block, a sink on the wrong head, an lse shifted for one
+ * sequence, or rounding by truncation instead of to nearest even is a
+ * systematic bias: every element of one head / sequence / row is off by the
+ * same factor, a few tenths of a percent, which no element bound (two bf16
+ * ulps) and no tensor-wide norm sees.
+ *
+ * For a group G of elements (each (token, head) row; each (sequence, head);
+ * each (draft row i, head) across sequences; each sequence; each head across
+ * all sequences) the least-squares slope of o on the baseline r is
+ *     s_G = sum o r / sum r^2,  s_G - 1 = sum delta r / sum r^2,  delta = o - r,
+ * over the group's elements where both are finite. With independent errors
+ * of standard deviation sigma_e, s_G - 1 has standard deviation
+ *     sigma_G = sqrt(sum sigma_e^2 r_e^2) / sum r_e^2.                      (B1)
+ * The path's rounding model gives sigma_e. The output rounding and each of
+ * the path's k extra bf16 roundings (partials, P; path_bf16_terms) is a
+ * relative error uniform in [-u, u] on a quantity of the output's size, RMS
+ * u / sqrt(3) each, so
+ *     sigma_model = u sqrt((1 + k) / 3) sqrt(sum r^4) / sum r^2
+ *                 = u sqrt((1 + k) / 3) / sqrt(N_eff),  N_eff = (sum r^2)^2 / sum r^4,
+ * with u = u_b for bf16 outputs and u_32 for the fp32 reference. Where a
+ * path's roundings are larger than that model says (partials that cancel,
+ * |O_s| >> |O|), the residuals delta' = delta - (s - 1) r show it; the
+ * noise is then measured from them (a pure scale bias leaves the residuals
+ * unchanged, so a biased kernel cannot hide behind it): the
+ * heteroscedasticity-robust estimate of (B1), sqrt(sum r^2 delta'^2) / sum r^2,
+ * and, since a row's roundings of P and of its partials are shared by its
+ * elements, the same estimate clustered by row,
+ * sqrt(sum_rows (sum_row r delta')^2) / sum r^2. sigma_G is the largest of
+ * the three.
+ *
+ * The threshold is
+ *     tau_G = Z sigma_G + k u_b sqrt(sum M_c^2 r^2) / sum r^2 + SAFETY gamma_G  (B2)
+ * Z = 6: a correct kernel's |s - 1| passes 6 standard deviations with
+ * probability 2e-9 (normal tail), so a suite run testing 10^6 groups
+ * fails a correct kernel with probability below 0.002. The second term is the
+ * cancellation term of the element bound: each of the k roundings may be of a
+ * partial or a P-weighted value as large as M_c (the largest visible |v_c|),
+ * not of the output; on rows whose output is small next to the values it
+ * averages it dominates, so the row level, where a single row's errors
+ * cannot average out, carries it (and it shrinks as 1/sqrt(rows) for larger
+ * groups). The third is the fp32 term (1): a perturbed score shifts a whole
+ * row's weights coherently, a correlated error that no averaging removes;
+ * gamma_G is the group's largest gamma_r. Nothing here is fitted to the
+ * shipped cases; docs/accuracy.md has the same derivation. */
+#define BIAS_Z 6.0
+
+typedef struct {
+    double b;      /* sum r^2 */
+    double a;      /* sum r delta */
+    double w2;     /* sum r^2 delta^2 */
+    double w3;     /* sum r^3 delta */
+    double r4;     /* sum r^4 */
+    double cm;     /* sum M_c^2 r^2 */
+    double ca2;    /* sum over rows of (row's a)^2 */
+    double cab;    /* sum over rows of a_row b_row */
+    double cb2;    /* sum over rows of b_row^2 */
+    double gamma;  /* largest gamma_r */
+    int64_t n;     /* elements */
+} bias_acc;
+
+static void bias_add_row(bias_acc *g, const bias_acc *row)
+{
+    g->b += row->b;
+    g->a += row->a;
+    g->w2 += row->w2;
+    g->w3 += row->w3;
+    g->r4 += row->r4;
+    g->cm += row->cm;
+    g->ca2 += row->a * row->a;
+    g->cab += row->a * row->b;
+    g->cb2 += row->b * row->b;
+    g->n += row->n;
+    if (row->gamma > g->gamma)
+        g->gamma = row->gamma;
+}
+
+/* Slope and threshold (B2) of a group; 0 when the group has nothing to
+ * judge (no finite element with r != 0). */
+/* The path's rounding model for (B1)/(B2): output unit roundoff u, k extra
+ * bf16 roundings in the model term, kc of them in the cancellation term. */
+typedef struct {
+    double u;
+    int k, kc;
+} bias_model;
+
+static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, double *tau)
+{
+    const double u = bm->u;
+    const int k = bm->k;
+    if (!(g->b > 0) || g->n == 0)
+        return 0;
+    const double d = g->a / g->b; /* s - 1 */
+    const double model = u * sqrt((1.0 + k) / 3.0) * sqrt(g->r4) / g->b;
+    const double white = sqrt(fmax(0.0, g->w2 - 2.0 * d * g->w3 + d * d * g->r4)) / g->b;
+    const double clus = sqrt(fmax(0.0, g->ca2 - 2.0 * d * g->cab + d * d * g->cb2)) / g->b;
+    const double sigma = fmax(model, fmax(white, clus));
+    *slope = 1.0 + d;
+    *tau = BIAS_Z * sigma + (bm->kc * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
+    return 1;
+}
+
+/* Judges one group: records the worst ratio and the first failure. */
+static void bias_judge(const bias_acc *g, const bias_model *bm, const char *name, mla_metrics *m,
+                       char *first, size_t first_n)
+{
+    double slope, tau;
+    if (!bias_eval(g, bm, &slope, &tau))
+        return;
+    m->n_bias_groups++;
+    const double ratio = tau > 0 ? fabs(slope - 1.0) / tau : (slope != 1.0 ? INFINITY : 0);
+    if (ratio > m->bias_ratio || m->bias_group[0] == '\0') {
+        m->bias_ratio = ratio;
+        m->bias_slope = slope;
+        m->bias_threshold = tau;
+        snprintf(m->bias_group, sizeof m->bias_group, "%s", name);
+    }
+    if (ratio > 1.0 && m->n_bias_over++ == 0)
+        snprintf(first, first_n, "biased %s: slope %.6f, |s-1| %.3g > threshold %.3g", name,
+                 slope, fabs(slope - 1.0), tau);
+}
+
 mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                       const unsigned char *unwritten, const float *lse, mla_metrics *m,
                       char *reason, size_t reason_n)
@@ -209,6 +323,36 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     int64_t n_within = 0;
     double worst_row_cos = 0;
     char first_reason[384] = "";
+
+    /* Bias groups (B2): (sequence, head), (draft row, head), sequence, head;
+     * the (token, head) rows are judged as they are met. */
+    int Lmax = 0;
+    for (int b = 0; b < c->num_seqs; ++b)
+        if (mla_fixture_drafts(fx, b) > Lmax)
+            Lmax = mla_fixture_drafts(fx, b);
+    const size_t nbs = (size_t)c->num_seqs, nbh = (size_t)H;
+    bias_acc *g_sh = calloc(nbs * nbh + 1, sizeof *g_sh);
+    bias_acc *g_dh = calloc((size_t)Lmax * nbh + 1, sizeof *g_dh);
+    bias_acc *g_s = calloc(nbs + 1, sizeof *g_s);
+    bias_acc *g_h = calloc(nbh + 1, sizeof *g_h);
+    const size_t nrows = (size_t)fx->num_q_tokens * nbh;
+    double *row_cos = calloc(nrows + 1, sizeof *row_cos);
+    double *row_floor = calloc(nrows + 1, sizeof *row_floor);
+    if (!g_sh || !g_dh || !g_s || !g_h || !row_cos || !row_floor) {
+        free(M), free(g_sh), free(g_dh), free(g_s), free(g_h), free(row_cos), free(row_floor);
+        snprintf(reason, reason_n, "judge: out of memory");
+        return MLA_VERDICT_ERROR;
+    }
+    /* Unit roundoff of the output (B1): bf16 outputs, or the fp32 reference
+     * judged against the oracle. */
+    /* Every one of the k roundings carries the a-priori cancellation term,
+     * not only the rounding of P (whose error a row's elements share):
+     * per-element roundings of partials are in principle measured by the
+     * residuals, but a row whose sum r^2 rests on a few channels gives that
+     * estimate few degrees of freedom (tried: a correct model reached 0.996
+     * of its threshold on k3-scales with kc = P only). */
+    const bias_model bm = {ref_path ? U_32 : U_B, kterms, kterms};
+    char bias_first[384] = "";
 
     for (int b = 0; b < c->num_seqs; ++b) {
         const int P = mla_fixture_prefix(fx, b), L = mla_fixture_drafts(fx, b);
@@ -256,6 +400,9 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                     if (gamma > gamma_max)
                         gamma_max = gamma;
                     double rab = 0, ra2b2 = 0;
+                    double row_al2 = 0; /* largest allowed^2 of the row's elements */
+                    bias_acc racc = {0};
+                    racc.gamma = isfinite(gamma) ? gamma : 0;
                     for (int ch = 0; ch < DV; ++ch) {
                         const size_t e = rbase + ch;
                         const double r = ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
@@ -279,6 +426,25 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                                 m->first_bad = (int64_t)e;
                             continue;
                         }
+                        /* Non-finite policy: where the reference is NaN or
+                         * +-Inf the output must be of the same class; such
+                         * elements take no part in the finite statistics
+                         * (err, cos, rows, bias), which run over the
+                         * compared (finite) elements only. */
+                        if (!isfinite(r)) {
+                            m->n_ref_nonfinite++;
+                            if (nonfinite_class(v) != nonfinite_class(r)) {
+                                if (m->n_nan++ == 0 && !first_reason[0])
+                                    snprintf(first_reason, sizeof first_reason,
+                                             "output %g where the reference is %g at (token %lld, "
+                                             "head %d, col %d)",
+                                             v, r, (long long)t, h, ch);
+                                if (m->first_bad < 0)
+                                    m->first_bad = (int64_t)e;
+                            }
+                            continue;
+                        }
+                        m->n_compared++;
                         const double err = fabs(v - r);
                         /* Elementwise abs-or-rel rule. The absolute part is
                          * the a-priori bound: SAFETY x (bf16 roundings of
@@ -286,6 +452,8 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         const double abs_bound =
                             SAFETY * (kterms * U_B + gamma) * Mh[ch];
                         const double allowed = fmax(abs_bound, rel_tol * fabs(r));
+                        if (allowed * allowed > row_al2)
+                            row_al2 = allowed * allowed;
                         const double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
                         if (ratio > m->worst_ratio)
                             m->worst_ratio = ratio;
@@ -308,6 +476,28 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         ra2b2 += v * v + r * r;
                         sum_d2 += (v - r) * (v - r);
                         sum_r2 += r * r;
+                        if (isfinite(v) && isfinite(r)) {
+                            const double d = v - r, r2 = r * r;
+                            racc.b += r2;
+                            racc.a += r * d;
+                            racc.w2 += r2 * d * d;
+                            racc.w3 += r2 * r * d;
+                            racc.r4 += r2 * r2;
+                            if (isfinite(Mh[ch]))
+                                racc.cm += Mh[ch] * Mh[ch] * r2;
+                            racc.n++;
+                        }
+                    }
+                    {
+                        char gname[64];
+                        snprintf(gname, sizeof gname, "row (token %lld, head %d)", (long long)t,
+                                 h);
+                        bias_judge(&racc, &bm, gname, m, bias_first,
+                                   sizeof bias_first);
+                        bias_add_row(&g_sh[(size_t)b * nbh + h], &racc);
+                        bias_add_row(&g_dh[(size_t)i * nbh + h], &racc);
+                        bias_add_row(&g_s[b], &racc);
+                        bias_add_row(&g_h[h], &racc);
                     }
                     sum_ab += rab;
                     sum_a2b2 += ra2b2;
@@ -315,6 +505,15 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                     const double rcos = ra2b2 > 0 ? 1.0 - 2.0 * rab / ra2b2 : 0.0;
                     if (rcos > worst_row_cos)
                         worst_row_cos = rcos;
+                    row_cos[(size_t)t * H + h] = rcos;
+                    /* Row-limit floor: cos_diff = sum (a-b)^2 / sum (a^2+b^2)
+                     * exactly, so one element sitting at its element bound
+                     * adds allowed^2 / sum (a^2+b^2). A lone element at its
+                     * bound (a cancelling output) is legitimate and must not
+                     * fail its row; with D_v = 512 this floor is far below
+                     * the row limit, with D_v = 1 it makes the row check the
+                     * element check, which is all one element can say. */
+                    row_floor[(size_t)t * H + h] = ra2b2 > 0 ? row_al2 / ra2b2 : 0.0;
                     double rd2 = 0, rr2 = 0;
                     for (int ch = 0; ch < DV; ++ch) {
                         const size_t e = rbase + ch;
@@ -339,17 +538,18 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                                                                       : in->ref_lse[li];
                         const double lv = lse[li];
                         double dl;
-                        if (isinf(lr) || isinf(lv))
-                            dl = (lr == lv) ? 0 : INFINITY;
-                        else if (isnan(lv))
-                            dl = INFINITY;
+                        if (!isfinite(lr) || !isfinite(lv)) /* same class, or a failure */
+                            dl = nonfinite_class(lr) == nonfinite_class(lv) ? 0 : INFINITY;
                         else
                             dl = fabs(lv - lr);
                         const double lallowed =
                             SAFETY * (sqrt((double)D) * A + sqrt(N) + fabs(lr)) * U_32;
                         if (dl > m->lse_max_abs)
                             m->lse_max_abs = dl;
-                        const double lratio = dl / lallowed;
+                        const double lratio =
+                            dl == 0 ? 0
+                            : (isfinite(dl) && isfinite(lallowed) && lallowed > 0) ? dl / lallowed
+                                                                                    : INFINITY;
                         if (lratio > m->lse_ratio)
                             m->lse_ratio = lratio;
                     }
@@ -357,41 +557,53 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
         }
     }
     free(M);
+    {
+        char gname[64];
+        for (int b = 0; b < c->num_seqs; ++b)
+            for (int h = 0; h < H; ++h) {
+                snprintf(gname, sizeof gname, "sequence %d head %d", b, h);
+                bias_judge(&g_sh[(size_t)b * nbh + h], &bm, gname, m, bias_first,
+                           sizeof bias_first);
+            }
+        for (int i = 0; i < Lmax; ++i)
+            for (int h = 0; h < H; ++h) {
+                snprintf(gname, sizeof gname, "draft row %d head %d", i, h);
+                bias_judge(&g_dh[(size_t)i * nbh + h], &bm, gname, m, bias_first,
+                           sizeof bias_first);
+            }
+        for (int b = 0; b < c->num_seqs; ++b) {
+            snprintf(gname, sizeof gname, "sequence %d", b);
+            bias_judge(&g_s[b], &bm, gname, m, bias_first, sizeof bias_first);
+        }
+        for (int h = 0; h < H; ++h) {
+            snprintf(gname, sizeof gname, "head %d", h);
+            bias_judge(&g_h[h], &bm, gname, m, bias_first, sizeof bias_first);
+        }
+    }
+    free(g_sh), free(g_dh), free(g_s), free(g_h);
 
     m->nmse = sum_r2 > 0 ? sum_d2 / sum_r2 : sum_d2;
     m->cos_diff = sum_a2b2 > 0 ? 1.0 - 2.0 * sum_ab / sum_a2b2 : 0.0;
     m->worst_row_cos = worst_row_cos;
-    m->within_1ulp = m->n_elems ? (double)n_within / (double)m->n_elems : 1.0;
+    m->within_1ulp = m->n_compared ? (double)n_within / (double)m->n_compared : 0.0;
     /* The reference's own cos limit follows from (1): a relative error of
      * gamma gives cos_diff ~ gamma^2 / 2; SAFETY^2 for margin. */
     m->cos_limit = ref_path ? fmax(SAFETY * SAFETY * gamma_max * gamma_max / 2.0, 1e-14)
                             : cos_limit_path;
     m->row_cos_limit = ROW_COS_FACTOR * m->cos_limit;
 
-    /* Row pass for the count of rows over the per-row limit (needs the
-     * limit, known only now). Cheap second look at the rows. */
-    if (worst_row_cos > m->row_cos_limit) {
-        for (int64_t t = 0; t < fx->num_q_tokens; ++t)
-            for (int h = 0; h < H; ++h) {
-                double rab = 0, ra2b2 = 0;
-                for (int ch = 0; ch < DV; ++ch) {
-                    const size_t e = ((size_t)t * H + h) * DV + ch;
-                    const double r = ref_path && in->oracle_o ? in->oracle_o[e] : in->ref_o[e];
-                    const double v = o[e];
-                    if (!isfinite(v) || (unwritten && unwritten[e]))
-                        continue;
-                    rab += v * r;
-                    ra2b2 += v * v + r * r;
-                }
-                const double rcos = ra2b2 > 0 ? 1.0 - 2.0 * rab / ra2b2 : 0.0;
-                if (rcos > m->row_cos_limit) {
-                    if (m->n_rows_over++ == 0 && !first_reason[0])
-                        snprintf(first_reason, sizeof first_reason,
-                                 "row (token %lld, head %d) cos_diff %.3g > row limit %.3g",
-                                 (long long)t, h, rcos, m->row_cos_limit);
-                }
-            }
-    }
+    /* Rows over the per-row limit (the limit is known only now). */
+    for (int64_t t = 0; t < fx->num_q_tokens; ++t)
+        for (int h = 0; h < H; ++h) {
+            const size_t ri = (size_t)t * H + h;
+            const double lim = fmax(m->row_cos_limit, row_floor[ri]);
+            if (row_cos[ri] > lim && m->n_rows_over++ == 0 && !first_reason[0])
+                snprintf(first_reason, sizeof first_reason,
+                         "row (token %lld, head %d) cos_diff %.3g > row limit %.3g",
+                         (long long)t, h, row_cos[ri], lim);
+        }
+    free(row_cos);
+    free(row_floor);
 
     if (m->n_unwritten || m->n_nan || m->n_over || m->n_rows_over) {
         verdict = MLA_VERDICT_FAIL;
@@ -399,6 +611,33 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                  "rows over limit)",
                  first_reason, (long long)m->n_unwritten, (long long)m->n_nan,
                  (long long)m->n_over, (long long)m->n_rows_over);
+    } else if (m->n_compared == 0) {
+        /* Nothing finite to compare: not a pass (no accuracy was shown). */
+        verdict = MLA_VERDICT_NA;
+        if (m->n_elems == 0)
+            snprintf(reason, reason_n, "nothing to judge: the case has no output elements");
+        else
+            snprintf(reason, reason_n,
+                     "nothing to judge: all %lld reference elements are NaN/Inf (the output "
+                     "matches their classes)",
+                     (long long)m->n_elems);
+    } else if (sum_a2b2 == 0) {
+        /* Every compared element is 0 in both: a degenerate case (an extreme
+         * scale flushed everything to zero) shows nothing about accuracy. */
+        verdict = MLA_VERDICT_NA;
+        snprintf(reason, reason_n,
+                 "degenerate: all %lld compared elements are 0 in the reference and the output",
+                 (long long)m->n_compared);
+    } else if (m->n_bias_over) {
+        /* Before cos_diff: a bias is the more specific diagnosis (a
+         * truncating kernel also raises cos_diff). Names the group furthest
+         * past its threshold. */
+        verdict = MLA_VERDICT_FAIL;
+        snprintf(reason, reason_n,
+                 "biased %s: slope %.6f, |s-1| %.3g > threshold %.3g (%lld of %lld bias groups "
+                 "past their threshold)",
+                 m->bias_group, m->bias_slope, fabs(m->bias_slope - 1.0), m->bias_threshold,
+                 (long long)m->n_bias_over, (long long)m->n_bias_groups);
     } else if (m->cos_diff > m->cos_limit) {
         verdict = MLA_VERDICT_FAIL;
         snprintf(reason, reason_n, "cos_diff %.3g > limit %.3g for path '%s'", m->cos_diff,

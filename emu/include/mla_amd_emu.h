@@ -6,6 +6,7 @@
 #ifndef MLA_AMD_EMU_H
 #define MLA_AMD_EMU_H
 
+#include "mla/fixture.h"
 #include "mla/gpu.h"
 
 #ifdef __cplusplus

@@ -5,6 +5,7 @@
 
 #include "mla_emu/runtime.h"
 #include "mla_emu_internal.h"
+#include "split_policy.h"
 
 #include <math.h>
 #include <mutex>
@@ -31,12 +32,9 @@ const char *split_declines(const mla_shape *s, mla_gpu_tier tier, mla_amd_emu_ar
         return "num_heads * q_len too large";
     const int HL = s->num_heads * s->q_len;
     const int rows = arch == MLA_AMD_EMU_GFX950 ? mla_emu_gfx950::emu_fast_rows(HL) : mla_emu_gfx942::emu_fast_rows(HL);
-    const long long per = (long long)s->num_seqs * ((HL + rows - 1) / rows);
-    long long ns = MLA_GPU_FAST_TARGET_CTAS / (per > 0 ? per : 1);
-    if (ns < 1)
-        ns = 1;
+    long long ns = mla_sp_fast_num_splits(s->num_seqs, mla_sp_fast_row_blocks(HL, rows), MLA_GPU_FAST_TARGET_CTAS);
     if (tier != MLA_GPU_TIER_FAST)
-        ns = MLA_GPU_PERHEAD_MAX_SPLITS;
+        ns = MLA_SP_PERHEAD_MAX_SPLITS;
     if (mla_emu_gfx942::emu_stage2_smem(s->q_len, (int)ns, s->head_dim) > 200 * 1024)
         return "q_len too large for the stage-2 shared-memory score block";
     return nullptr;

@@ -1,22 +1,27 @@
-// The AMD kernels of hip/mla_kernels.hip, unchanged, built by the host
-// compiler for an emulated gfx942 or gfx950 (compiled once per arch with
-// -D__gfx9XX__ -Dmla_dev=mla_emu_gfx9XX and mla_emu/device.h force-included;
-// the MLA_HIP_MINIMAL path of the source gives the kernels without its
-// host launchers, whose <<<>>> a host compiler cannot parse).
+// The AMD kernels of hip/kernels/*.h (the files hip/amd_kernels.hip
+// instantiates), unchanged, built by the host compiler for an emulated
+// gfx942 or gfx950 (compiled once per arch with -D__gfx9XX__
+// -Dmla_dev=mla_emu_gfx9XX and mla_emu/device.h force-included). Stage 1
+// is instantiated from the AMD list of hip/instances.h, and the LDS of every
+// stage-1 launch is the arch's plan in hip/config.h (AmdStage1Arch), as the
+// launchers of hip/launch_*.hip request it.
 //
-// The launch logic below mirrors the AMD branches of the launchers in
-// mla_kernels.hip (mla_launch_fast / _perhead / _generic, fill_common,
-// fast_min_split, mla_fast_rows) and mla_gpu.hip (fast_num_splits,
-// perhead_num_splits, the partial buffers). It is a copy, so the two must
-// change together until the launchers take a launch macro the emulator can
-// define (emu/README.md, integration).
+// The launch logic below mirrors the AMD branches of hip/api.hip
+// (launch_fast / launch_perhead / run_generic, fill_common): every split,
+// row and chunk rule comes from hip/split_policy.c (linked into
+// mla_amd_emu), so only the parameter fills are a copy (emu/README.md,
+// integration).
 #include "mla_emu/device.h"
 
 namespace mla_dev {
 MLA_EMU_LDS_ARRAY(unsigned char, smem_raw);
 }
 
-#include "mla_kernels.hip"
+#include "kernels/generic.h"
+#include "kernels/stage1_mma.h"
+#include "kernels/stage2_merge.h"
+#include "instances.h"
+#include "split_policy.h"
 
 #include "mla_emu_internal.h"
 
@@ -33,10 +38,15 @@ static mla_emu::Arch emu_arch()
 #endif
 }
 
+#if defined(__gfx950__)
+static const mla_sp_target kTarget = MLA_SP_AMD_GFX950;
+#else
+static const mla_sp_target kTarget = MLA_SP_AMD_GFX942;
+#endif
+
 int emu_fast_rows(int HL)
 {
-    const int r = HL < 96 ? HL : 96;
-    return r <= 32 ? 32 : r <= 64 ? 64 : 96; // MFMA tiles are 32 rows (AMD branch)
+    return mla_sp_fast_rows(HL, 0, kTarget);
 }
 
 long long emu_stage2_smem(int L, int NS, int D)
@@ -44,16 +54,32 @@ long long emu_stage2_smem(int L, int NS, int D)
     return stage2_smem(L, NS, D, 512);
 }
 
-template <int MT, int NW, bool WG = false, int PADK = 0> constexpr int emu_stage1_smem()
+// Stage-1 entries of the AMD instance list (hip/instances.h): a block size
+// not in the list has no entry (a configuration fault, as a missing
+// instantiation fails to link on the device build).
+typedef void (*EmuEntry)(const void *);
+template <int MT, int NW, int RG, typename PT, int PADK> static void entry_stage1(const void *a)
 {
-    return (16 * MT) * DP * 2 + STAGES * TN * DP * 2 + (16 * MT) * SSP * 4 + (16 * MT) * PSP * 2 +
-           3 * (16 * MT) * 4;
+    stage1_kernel<MT, NW, RG, PT, PADK>(*(const Stage1Params *)a);
+}
+struct EmuStage1 {
+    int mt, nw, rg, pt_size, padk;
+    EmuEntry entry;
+    int lds;
+};
+#define MLA_EMU_S1(MT, NW, RG, PT, PADK)                                                           \
+    {MT, NW, RG, (int)sizeof(PT), PADK, entry_stage1<MT, NW, RG, PT, PADK>,                        \
+     amd_stage1_smem_plan(AMD_ARCH, 16 * MT, NW).bytes},
+static const EmuStage1 kStage1[] = {MLA_STAGE1_MMA_AMD(MLA_EMU_S1)};
+#undef MLA_EMU_S1
+static const EmuStage1 *find_stage1(int rows, int pt_size)
+{
+    for (const EmuStage1 &e : kStage1)
+        if (16 * e.mt == rows && e.pt_size == pt_size)
+            return &e;
+    return nullptr;
 }
 
-template <int MT, int NW, int RG, typename PT> static void entry_stage1(const void *a)
-{
-    stage1_kernel<MT, NW, RG, PT, false, 0>(*(const Stage1Params *)a);
-}
 template <typename PT> static void entry_stage2(const void *a)
 {
     stage2_kernel<PT>(*(const Stage2Params *)a);
@@ -75,11 +101,19 @@ static int emu_launch(mla_emu_tier_run &r, const char *name, mla_emu::Dim3 grid,
     return r.status;
 }
 
-template <int MT, int NW, int RG, typename PT>
-static int emu_stage1(mla_emu_tier_run &r, const Stage1Params &p, mla_emu::Dim3 grid, const char *name)
+static int emu_stage1(mla_emu_tier_run &r, const Stage1Params &p, mla_emu::Dim3 grid, int rows, int pt_size)
 {
-    return emu_launch(r, name, grid, NW * 32, emu_stage1_smem<MT, NW>(), entry_stage1<MT, NW, RG, PT>, &p,
-                      sizeof p);
+    const EmuStage1 *e = find_stage1(rows, pt_size);
+    if (!e) {
+        r.status = mla_emu::FAULT_CONFIG;
+        snprintf(r.msg, sizeof r.msg, "no stage-1 instance of %d rows (%s partials) in this arch's list (hip/instances.h)",
+                 rows, pt_size == 2 ? "bf16" : "fp32");
+        return r.status;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "stage1_kernel<%d,%d,%d,%s,%d>", e->mt, e->nw, e->rg, pt_size == 2 ? "bf16" : "float",
+             e->padk);
+    return emu_launch(r, name, grid, e->nw * 32, (size_t)e->lds, e->entry, &p, sizeof p);
 }
 
 static void emu_fill_common(const mla_gpu_args &g, int ns, void *part_o, float *part_lse, Stage1Params &p1,
@@ -121,18 +155,7 @@ static void emu_fill_common(const mla_gpu_args &g, int ns, void *part_o, float *
     p2.D = p1.D;
     p2.Dv = p1.Dv;
     p2.num_splits = ns;
-    {
-        const int units = p2.Dv / 64;
-        const long long per = (long long)g.shape.num_seqs * H;
-        int nch = (int)((2LL * MLA_GPU_FAST_TARGET_CTAS + per - 1) / per);
-        if (nch > units)
-            nch = units;
-        if (nch < 1)
-            nch = 1;
-        while (units % nch)
-            ++nch;
-        p2.cw = p2.Dv / nch;
-    }
+    p2.cw = mla_sp_stage2_cols(p2.Dv, g.shape.num_seqs, H, MLA_GPU_FAST_TARGET_CTAS);
     p2.sm_scale = g.sm_scale;
     p2.part_o = part_o;
     p2.part_lse = part_lse;
@@ -141,28 +164,6 @@ static void emu_fill_common(const mla_gpu_args &g, int ns, void *part_o, float *
     p2.o_sh = g.o_stride_head;
     p2.lse = g.lse;
     p2.lse_st = g.lse_stride_tok;
-}
-
-// fast_min_split of mla_kernels.hip with the default configuration
-// (MLA_GPU_FAST_MIN_SPLIT, split rule on; the environment switches are
-// NVIDIA development knobs).
-static int emu_fast_min_split(long long kv_total, int bs, int ns, int L, int cw)
-{
-    const int ms = MLA_GPU_FAST_MIN_SPLIT;
-    if (bs <= 0 || kv_total <= 0)
-        return ms;
-    const long long avg = kv_total / bs;
-    long long act = avg / ms < ns ? avg / ms : ns;
-    if (act < 1)
-        act = 1;
-    const long long max_act = 8LL * S2_THREADS * 8 / ((long long)L * cw);
-    if (act <= max_act || max_act < 1)
-        return ms;
-    long long want = (avg + max_act - 1) / max_act;
-    want = (want + TN - 1) / TN * TN;
-    if (want > 8 * TN)
-        want = 8 * TN;
-    return want > ms ? (int)want : ms;
 }
 
 void emu_run_tier(mla_emu_tier_run &r)
@@ -209,7 +210,7 @@ void emu_run_tier(mla_emu_tier_run &r)
         mla_emu::Dim3 grid;
         grid.x = (unsigned)g.shape.num_q_tokens;
         grid.y = (unsigned)p.H;
-        emu_launch(r, "generic_kernel", grid, 128, (size_t)(p.D + 4 * p.Dv + 8) * 4, entry_generic, &p, sizeof p);
+        emu_launch(r, "generic_kernel", grid, 128, (size_t)generic_smem(p.D, p.Dv), entry_generic, &p, sizeof p);
         return;
     }
 
@@ -217,15 +218,10 @@ void emu_run_tier(mla_emu_tier_run &r)
     const int bs = s.num_seqs, HL = s.num_heads * s.q_len;
     const bool fast = r.tier == MLA_GPU_TIER_FAST;
     int ns;
-    if (fast) {
-        const int rows = emu_fast_rows(HL);
-        const long long per = (long long)bs * ((HL + rows - 1) / rows);
-        const long long n = MLA_GPU_FAST_TARGET_CTAS / (per > 0 ? per : 1);
-        ns = n < 1 ? 1 : (int)n;
-    } else {
-        const long long avg = g.num_kv_indices / (bs > 0 ? bs : 1);
-        ns = avg < 4096 ? 4 : avg < 8192 ? 8 : MLA_GPU_PERHEAD_MAX_SPLITS;
-    }
+    if (fast)
+        ns = mla_sp_fast_num_splits(bs, mla_sp_fast_row_blocks(HL, emu_fast_rows(HL)), MLA_GPU_FAST_TARGET_CTAS);
+    else
+        ns = mla_sp_perhead_num_splits(bs, g.num_kv_indices);
     // Partials: written by stage 1 for the active splits only, read by
     // stage 2 for the active splits only; tracked, so a read of a partial
     // stage 1 never wrote is a fault.
@@ -251,14 +247,9 @@ void emu_run_tier(mla_emu_tier_run &r)
         grid.x = (unsigned)ns;
         grid.y = (unsigned)((HL + rows - 1) / rows);
         grid.z = (unsigned)bs;
-        p1.min_split = p2.min_split = emu_fast_min_split(g.num_kv_indices, bs, ns, p1.L, p2.cw);
-        int st;
-        if (rows <= 32)
-            st = emu_stage1<2, 4, 1, bf16_t>(r, p1, grid, "stage1_kernel<2,4,1,bf16>");
-        else if (rows == 64)
-            st = emu_stage1<4, 8, 2, bf16_t>(r, p1, grid, "stage1_kernel<4,8,2,bf16>");
-        else
-            st = emu_stage1<6, 12, 3, bf16_t>(r, p1, grid, "stage1_kernel<6,12,3,bf16>");
+        p1.min_split = p2.min_split = mla_sp_fast_min_split(MLA_GPU_FAST_MIN_SPLIT, 1, g.num_kv_indices, bs, ns,
+                                                            p1.L, p2.cw);
+        const int st = emu_stage1(r, p1, grid, rows, 2);
         if (st == 0) {
             mla_emu::Dim3 g2;
             g2.x = (unsigned)p2.H;
@@ -275,7 +266,7 @@ void emu_run_tier(mla_emu_tier_run &r)
         grid.x = (unsigned)ns;
         grid.y = (unsigned)(p1.H * ((p1.L + ROWS - 1) / ROWS));
         grid.z = (unsigned)bs;
-        const int st = emu_stage1<2, 4, 1, float>(r, p1, grid, "stage1_kernel<2,4,1,float>");
+        const int st = emu_stage1(r, p1, grid, ROWS, 4);
         if (st == 0) {
             mla_emu::Dim3 g2;
             g2.x = (unsigned)p2.H;

@@ -1,4 +1,4 @@
-// A planted bug in the real AMD kernels (a mutated copy of hip/mla_kernels.hip
+// A planted bug in the real AMD kernels (a mutated copy of the hip/ kernel headers
 // built for the emulated gfx950, emu/CMakeLists.txt) must be caught: the run
 // faults with the expected kind, or its result leaves the accuracy bound.
 // Usage: test_emu_mutant missing-barrier|lds-oob|wrong-result
@@ -19,12 +19,12 @@ int main(int argc, char **argv)
     const char *want = argv[1];
     static const int P[2] = {200, 37};
     Case c;
-    make_case(&c, 12, 8, 2, P); // K3: the 96-row stage 1, several tiles and splits
+    make_case(&c, 12, 8, 2, P); // K3: 96 rows as two 64-row blocks, several tiles and splits
     mla_amd_emu_info info;
     mla_error err;
     memset(&err, 0, sizeof err);
     const mla_status st = mla_amd_emu_run_with(MLA_EMU_MUT_NS::emu_run_tier, &c.a, c.slots, MLA_GPU_TIER_FAST,
-                                               MLA_AMD_EMU_GFX950, MLA_AMD_EMU_RELAX_LDS, &info, &err);
+                                               MLA_AMD_EMU_GFX950, 0, &info, &err);
     double le = 0, w = 0;
     if (st == MLA_OK)
         w = worst(&c, &le);

@@ -5,8 +5,7 @@
 // working set exceeds the 60 MB L2 (small shapes would otherwise be timed
 // from cache). Writes bench.json and bench.md.
 //
-// Usage: mla-bench [--out DIR] [--quick] [--backends fast,perhead,generic]
-//                  [--no-ceilings] [--only H,L,bs,P] [--cases H,L,bs,P:H,L,bs,P:...]
+// Usage: mla-bench --help
 
 #include "compat.h"
 #include "mla/gpu.h"
@@ -25,6 +24,16 @@
 #ifndef MLA_GIT_COMMIT
 #define MLA_GIT_COMMIT "unknown"
 #endif
+
+// Slot lists of the prefix (page size 1): tokens of shuffled 64-token
+// pages (SPEC section 5; contiguous runs of 64) or one random permutation
+// of all tokens (no two neighbours adjacent, the gather's worst case).
+enum KvLayout { KV_PAGES64, KV_RANDOM };
+static KvLayout g_kv_layout = KV_PAGES64;
+static const char *kv_layout_name(KvLayout l)
+{
+    return l == KV_RANDOM ? "random" : "pages64";
+}
 
 #define CK(call)                                                                                   \
     do {                                                                                           \
@@ -189,6 +198,7 @@ struct Record {
     Case c;
     double us, roof_us, spec_roof_us, gbps, tflops;
     const Ref *ref;
+    int splits, min_split; // stage-1 prefix splits and smallest fast split (mla_gpu_plan)
 };
 
 static const int D = 576, DV = 512;
@@ -215,8 +225,10 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
         qo[b] = b * c.q_len;
         kvp[b] = (int)(b * P);
     }
-    // Page size 1 slot lists drawn from shuffled 64-token pages (SPEC 5).
-    const long long pages = (c.bs * P + 63) / 64;
+    // Page size 1 slot lists (g_kv_layout): a shuffle of the 64-token pages
+    // or of the tokens themselves.
+    const long long unit = g_kv_layout == KV_RANDOM ? 1 : 64;
+    const long long pages = (c.bs * P + unit - 1) / unit;
     std::vector<long long> perm(pages);
     for (long long i = 0; i < pages; ++i)
         perm[i] = i;
@@ -229,7 +241,7 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
     }
     std::vector<int64_t> idx(std::max(1LL, c.bs * P));
     for (long long t = 0; t < c.bs * P; ++t)
-        idx[t] = perm[t / 64] * 64 + t % 64;
+        idx[t] = perm[t / unit] * unit + t % unit;
     CK(cudaMemcpy(s.qo, qo.data(), qo.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(s.kvp, kvp.data(), kvp.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(s.idx, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
@@ -279,13 +291,15 @@ static void free_set(InputSet &s)
 }
 
 // Median microseconds per call of `tier`, or -1 when it declines.
+static mla_gpu_options g_opts; // variants chosen on the command line
+
 static double time_tier(std::vector<InputSet> &sets, mla_gpu_tier tier, void *ws, size_t ws_b,
                         cudaStream_t st, int reps)
 {
     mla_error err;
     // One eager call per set first: errors surface outside capture.
     for (InputSet &s : sets) {
-        mla_status rs = mla_gpu_run(&s.a, tier, ws, ws_b, st, NULL, &err);
+        mla_status rs = mla_gpu_run(&s.a, tier, &g_opts, ws, ws_b, st, NULL, &err);
         if (rs == MLA_ERR_DECLINED)
             return -1;
         if (rs != MLA_OK) {
@@ -298,7 +312,7 @@ static double time_tier(std::vector<InputSet> &sets, mla_gpu_tier tier, void *ws
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     for (InputSet &s : sets)
-        if (mla_gpu_run(&s.a, tier, ws, ws_b, st, NULL, &err) != MLA_OK) {
+        if (mla_gpu_run(&s.a, tier, &g_opts, ws, ws_b, st, NULL, &err) != MLA_OK) {
             fprintf(stderr, "capture: %s\n", err.msg);
             exit(2);
         }
@@ -335,17 +349,81 @@ int main(int argc, char **argv)
     bool ceilings = true;
     int only[4] = {0, 0, 0, 0};
     const char *case_list = nullptr; // "H,L,bs,prefix:H,L,bs,prefix:..." (A/B runs of variants)
+    g_opts = mla_gpu_options_default();
+    bool rule_given = false;
+    std::string variant_args; // the variant flags given, for the report's command line
+    auto bad = [](const char *flag, const char *v) {
+        fprintf(stderr, "mla-bench: bad value '%s' for %s (see --help)\n", v, flag);
+        return 2;
+    };
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: mla-bench [--out DIR] [--quick] [--backends fast,perhead,generic]\n"
                    "                 [--only H,L,bs,prefix] [--cases H,L,bs,P:H,L,bs,P...] [--no-ceilings]\n"
+                   "                 [--kv-layout pages64|random] [--fast-kernel auto|ws|mma]\n"
+                   "                 [--fast-rows 64|96] [--min-split N] [--split-rule adaptive|fixed]\n"
                    "Times the GPU tiers at Kimi-K3 TP8 (H 12, L 8; bs 1/8/32/64; prefix 1k-64k) and\n"
                    "DeepSeek-V3 TP8 (H 16, L 4) shapes: medians of CUDA-graph replays over input sets\n"
                    "rotated past the L2, beside the copy bandwidth and a cuBLAS bf16 GEMM rate measured\n"
                    "in the same run. Prints us, GB/s, TFLOP/s and %% of the roofline (SPEC section 8)\n"
                    "and writes DIR/bench.json and DIR/bench.md (default DIR reports/h200).\n"
-                   "Exit 77 when no GPU is present.\n");
+                   "  --kv-layout L     prefix slot lists: pages64 (default; shuffled 64-token pages)\n"
+                   "                    or random (every token placed at random)\n"
+                   "  --fast-kernel K   fast stage 1 of the 64/96-row blocks: auto (default: ws where\n"
+                   "                    it applies), ws (warp-specialized wgmma) or mma (single-role)\n"
+                   "  --fast-rows R     rows per fast stage-1 CTA: 64 (default) or 96\n"
+                   "  --min-split N     smallest fast split in tokens (>= 16, default %d); implies\n"
+                   "                    --split-rule fixed unless that is given\n"
+                   "  --split-rule R    adaptive (default: longer splits when the merge would be\n"
+                   "                    long) or fixed\n"
+                   "Exit 77 when no GPU is present, 2 on a bad argument.\n",
+                   MLA_GPU_FAST_MIN_SPLIT);
             return 0;
+        }
+        if (!strcmp(argv[i], "--kv-layout") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "random"))
+                g_kv_layout = KV_RANDOM;
+            else if (!strcmp(v, "pages64"))
+                g_kv_layout = KV_PAGES64;
+            else
+                return bad("--kv-layout", v);
+            continue;
+        }
+        if (!strcmp(argv[i], "--fast-kernel") && i + 1 < argc) {
+            const char *v = argv[++i];
+            g_opts.fast_kernel = mla_gpu_fast_kernel_parse(v);
+            if (g_opts.fast_kernel < 0)
+                return bad("--fast-kernel", v);
+            variant_args += std::string(" --fast-kernel ") + v;
+            continue;
+        }
+        if (!strcmp(argv[i], "--fast-rows") && i + 1 < argc) {
+            const char *v = argv[++i];
+            g_opts.fast_rows = atoi(v);
+            if (g_opts.fast_rows != 64 && g_opts.fast_rows != 96)
+                return bad("--fast-rows", v);
+            variant_args += std::string(" --fast-rows ") + v;
+            continue;
+        }
+        if (!strcmp(argv[i], "--min-split") && i + 1 < argc) {
+            const char *v = argv[++i];
+            g_opts.fast_min_split = atoi(v);
+            if (g_opts.fast_min_split < 16)
+                return bad("--min-split", v);
+            if (!rule_given)
+                g_opts.fast_split_rule = MLA_GPU_SPLIT_RULE_FIXED;
+            variant_args += std::string(" --min-split ") + v;
+            continue;
+        }
+        if (!strcmp(argv[i], "--split-rule") && i + 1 < argc) {
+            const char *v = argv[++i];
+            g_opts.fast_split_rule = mla_gpu_split_rule_parse(v);
+            if (g_opts.fast_split_rule < 0)
+                return bad("--split-rule", v);
+            rule_given = true;
+            variant_args += std::string(" --split-rule ") + v;
+            continue;
         }
         if (!strcmp(argv[i], "--no-ceilings"))
             ceilings = false;
@@ -360,6 +438,13 @@ int main(int argc, char **argv)
             quick = true;
         else if (!strcmp(argv[i], "--backends") && i + 1 < argc)
             backends = argv[++i];
+    }
+    {
+        mla_error oerr;
+        if (mla_gpu_options_check(&g_opts, &oerr) != MLA_OK) {
+            fprintf(stderr, "mla-bench: %s\n", oerr.msg);
+            return 2;
+        }
     }
     char why[256];
     if (!mla_gpu_available(why, sizeof why)) {
@@ -377,6 +462,9 @@ int main(int argc, char **argv)
     printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     printf("copy bandwidth %.3f TB/s (read + write); %s: %.1f TFLOP/s\n", bw * 1e-12, gemm_note.c_str(),
            rate * 1e-12);
+    printf("kv layout %s; fast kernel %s, rows %d, min split %d, split rule %s\n",
+           kv_layout_name(g_kv_layout), mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_rows,
+           g_opts.fast_min_split, mla_gpu_split_rule_name(g_opts.fast_split_rule));
 
     std::vector<Case> cases;
     const int bss[] = {1, 8, 32, 64};
@@ -427,7 +515,7 @@ int main(int argc, char **argv)
         std::vector<InputSet> sets(R);
         for (int i = 0; i < R; ++i)
             make_set(c, 1000 + i, sets[i]);
-        const size_t ws_b = mla_gpu_workspace_size(&sets[0].a.shape, MLA_GPU_TIER_AUTO);
+        const size_t ws_b = mla_gpu_workspace_size(&sets[0].a.shape, MLA_GPU_TIER_AUTO, &g_opts);
         void *ws = nullptr;
         CK(cudaMalloc(&ws, ws_b ? ws_b : 256));
         const double roof = std::max(kv_bytes / bw_use, flops / rate_use) * 1e6;
@@ -442,12 +530,17 @@ int main(int argc, char **argv)
             const double us = time_tier(sets, t.second, ws, ws_b, st, reps);
             if (us < 0)
                 continue;
+            mla_gpu_run_info info;
+            mla_error perr;
+            if (mla_gpu_plan(&sets[0].a, t.second, &g_opts, &info, &perr) != MLA_OK)
+                info.num_splits = info.min_split = -1;
             Record r{t.first, c, us, roof, spec_roof, kv_bytes / (us * 1e-6) * 1e-9,
-                     flops / (us * 1e-6) * 1e-12, spec_ref(c.heads, c.bs, c.prefix)};
+                     flops / (us * 1e-6) * 1e-12, spec_ref(c.heads, c.bs, c.prefix), info.num_splits,
+                     info.min_split};
             recs.push_back(r);
-            printf("%-8s H %2d L %d bs %2d prefix %6d: %9.1f us  %7.1f GB/s  %6.1f TFLOP/s  %5.1f%% of roofline %.1f us (R %d)\n",
+            printf("%-8s H %2d L %d bs %2d prefix %6d: %9.1f us  %7.1f GB/s  %6.1f TFLOP/s  %5.1f%% of roofline %.1f us (R %d, splits %d)\n",
                    t.first.c_str(), c.heads, c.q_len, c.bs, c.prefix, us, r.gbps, r.tflops,
-                   100.0 * roof / us, roof, R);
+                   100.0 * roof / us, roof, R, r.splits);
             fflush(stdout);
         }
         CK(cudaFree(ws));
@@ -476,13 +569,19 @@ int main(int argc, char **argv)
     }
     fprintf(jf, "{\n  \"commit\": \"%s\",\n  \"date\": \"%s\",\n  \"device\": \"%s\",\n", MLA_GIT_COMMIT,
             date, prop.name);
-    fprintf(jf, "  \"command\": \"mla-bench%s\",\n", quick ? " --quick" : "");
+    fprintf(jf, "  \"command\": \"mla-bench%s%s --kv-layout %s\",\n", quick ? " --quick" : "",
+            variant_args.c_str(), kv_layout_name(g_kv_layout));
+    fprintf(jf, "  \"kv_layout\": \"%s\",\n", kv_layout_name(g_kv_layout));
+    fprintf(jf, "  \"options\": {\"fast_kernel\": \"%s\", \"fast_rows\": %d, \"fast_min_split\": %d, \"fast_split_rule\": \"%s\"},\n",
+            mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_rows, g_opts.fast_min_split,
+            mla_gpu_split_rule_name(g_opts.fast_split_rule));
     fprintf(jf, "  \"copy_bw_TBps\": %.4f,\n  \"gemm_TFLOPs\": %.2f,\n  \"gemm_note\": \"%s\",\n",
             bw * 1e-12, rate * 1e-12, gemm_note.c_str());
     fprintf(jf, "  \"records\": [\n");
-    fprintf(mf, "# mla-bench on %s\n\ncommit %s, %s, `mla-bench%s`. Copy bandwidth %.3f TB/s (read + write), %s %.1f TFLOP/s.\n"
+    fprintf(mf, "# mla-bench on %s\n\ncommit %s, %s, `mla-bench%s%s --kv-layout %s`. Copy bandwidth %.3f TB/s (read + write), %s %.1f TFLOP/s.\n"
                 "Medians of CUDA-graph replays over rotated input sets (working set >= 3x L2). Roofline = max(KV bytes / copy bw, flop / GEMM rate) with the rates measured in this run.\n\n",
-            prop.name, MLA_GIT_COMMIT, date, quick ? " --quick" : "", bw * 1e-12, gemm_note.c_str(), rate * 1e-12);
+            prop.name, MLA_GIT_COMMIT, date, quick ? " --quick" : "", variant_args.c_str(),
+            kv_layout_name(g_kv_layout), bw * 1e-12, gemm_note.c_str(), rate * 1e-12);
     fprintf(mf, "| backend | H | L | bs | prefix | us | GB/s | TFLOP/s | %% roofline | roofline us | upstream MLA us | upstream per-head us | FlashMLA us | bars |\n");
     fprintf(mf, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int bar_fail = 0, bar_checked = 0;
@@ -520,9 +619,9 @@ int main(int argc, char **argv)
         fprintf(jf,
                 "    {\"backend\": \"%s\", \"bs\": %d, \"heads\": %d, \"q_len\": %d, \"prefix\": %d, "
                 "\"median_us\": %.2f, \"roofline_us\": %.2f, \"spec_roofline_us\": %.2f, \"GBps\": %.1f, "
-                "\"TFLOPs\": %.1f, \"pct_roofline\": %.1f",
+                "\"TFLOPs\": %.1f, \"pct_roofline\": %.1f, \"num_splits\": %d, \"min_split\": %d",
                 r.backend.c_str(), r.c.bs, r.c.heads, r.c.q_len, r.c.prefix, r.us, r.roof_us,
-                r.spec_roof_us, r.gbps, r.tflops, 100.0 * r.roof_us / r.us);
+                r.spec_roof_us, r.gbps, r.tflops, 100.0 * r.roof_us / r.us, r.splits, r.min_split);
         if (r.ref)
             fprintf(jf, ", \"upstream_mla_us\": %.1f, \"upstream_perhead_us\": %.1f, \"flashmla_us\": %.1f",
                     r.ref->mla, r.ref->perhead, r.ref->flashmla);

@@ -1,6 +1,7 @@
 // Reproducer for a compute-sanitizer racecheck report on a correct
 // program (compute-sanitizer 2025.3.1, H200, nvcc 13.0), kept as evidence
-// for the barrier layout of stage1_ws_kernel (mla_kernels.hip, BAR_*).
+// for the barrier layout of stage1_ws_kernel (kernels/stage1_ws.h; BAR_* in
+// config.h).
 // Four producer warps hand a buffer to eight consumer warps through two
 // named barriers over all 384 threads (FULL, FREE: PTX barrier.sync orders
 // the accesses). Mode 0: racecheck reports 0 hazards. Mode 1 adds one

@@ -8,8 +8,9 @@
 #define MLA_GPU_H
 
 #include "mla/common.h"
-#include "mla/fixture.h"
 #include "mla/plan.h"
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,12 +29,49 @@ const char *mla_gpu_tier_name(mla_gpu_tier t);
  * SM on an H200). A constant, not a device query, so that the workspace size
  * and the launch are functions of shapes alone. */
 #define MLA_GPU_FAST_TARGET_CTAS 132
-/* Smallest prefix piece a fast split takes (the plan's block_n argument of
- * mla_plan_active_splits; upstream's BLOCK_N): two 32-token tiles, below
- * which loading 96 query rows per CTA outweighs the extra parallelism. */
+/* Default smallest prefix piece a fast split takes (the plan's block_n
+ * argument of mla_plan_active_splits; upstream's BLOCK_N): two 32-token
+ * tiles, below which loading 96 query rows per CTA outweighs the extra
+ * parallelism. */
 #define MLA_GPU_FAST_MIN_SPLIT 64
 /* The per-head baseline uses at most 16 splits (SPEC section 4). */
 #define MLA_GPU_PERHEAD_MAX_SPLITS 16
+
+/* Stage-1 kernel of the fast tier's 64- and 96-row blocks. */
+typedef enum {
+    MLA_GPU_FAST_KERNEL_AUTO = 0, /* ws where it applies (NVIDIA sm_90a, head_dim 576), else mma */
+    MLA_GPU_FAST_KERNEL_WS = 1,   /* warp-specialized wgmma kernel; declines other shapes */
+    MLA_GPU_FAST_KERNEL_MMA = 2   /* single-role mma.sync / MFMA kernel */
+} mla_gpu_fast_kernel;
+
+/* How the fast tier's smallest split is chosen. */
+typedef enum {
+    MLA_GPU_SPLIT_RULE_ADAPTIVE = 0, /* grows past fast_min_split when the merge would be long */
+    MLA_GPU_SPLIT_RULE_FIXED = 1     /* exactly fast_min_split */
+} mla_gpu_split_rule;
+
+/* Variant choices of the GPU tiers. Every call that depends on them takes
+ * them explicitly (NULL = mla_gpu_options_default()); the library reads no
+ * environment. */
+typedef struct {
+    int fast_kernel;     /* mla_gpu_fast_kernel */
+    int fast_rows;       /* rows per fast stage-1 CTA on NVIDIA: 64 (default: 96 flattened
+                            rows run as two 64-row CTAs) or 96 (one 96-row CTA) */
+    int fast_min_split;  /* smallest fast split in tokens, >= 16 (default MLA_GPU_FAST_MIN_SPLIT) */
+    int fast_split_rule; /* mla_gpu_split_rule */
+} mla_gpu_options;
+
+mla_gpu_options mla_gpu_options_default(void);
+
+/* MLA_OK, or MLA_ERR_INVALID with the offending field in err (may be NULL). */
+mla_status mla_gpu_options_check(const mla_gpu_options *opt, mla_error *err);
+
+/* Names of the enum values ("auto", "ws", "mma"; "adaptive", "fixed") and
+ * their parsers (-1 for an unknown name). */
+const char *mla_gpu_fast_kernel_name(int k);
+int mla_gpu_fast_kernel_parse(const char *name);
+const char *mla_gpu_split_rule_name(int r);
+int mla_gpu_split_rule_parse(const char *name);
 
 typedef struct {
     /* Shapes (plan.h). num_q_tokens is the row count of q; q_len > 0 for the
@@ -63,34 +101,44 @@ typedef struct {
     int64_t lse_stride_tok;
 } mla_gpu_args;
 
-/* Bytes of workspace `tier` needs for shape `s` (AUTO: the most any tier of
- * the chain needs). Shape-only; 0 when the tier needs none or declines. */
-size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier);
+/* Bytes of workspace `tier` needs for shape `s` under `opt` (AUTO: the most
+ * any tier of the chain needs). A pure function of its arguments; 0 when
+ * the tier needs none, declines the shape, or opt is invalid. */
+size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier, const mla_gpu_options *opt);
 
-/* NULL when `tier` (FAST or PERHEAD) runs these arguments, otherwise the
- * reason it declines. GENERIC and AUTO never decline (NULL). */
-const char *mla_gpu_declines(const mla_gpu_args *a, mla_gpu_tier tier);
+/* NULL when `tier` (FAST or PERHEAD) runs these arguments under `opt`,
+ * otherwise the reason it declines. GENERIC and AUTO never decline (NULL). */
+const char *mla_gpu_declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options *opt);
 
-/* Runs `tier` on `stream` (a cudaStream_t / hipStream_t, NULL = default).
- * Returns MLA_OK, MLA_ERR_DECLINED (reason in err, nothing written),
- * MLA_ERR_INVALID (bad arguments or too small a workspace) or
- * MLA_ERR_RUNTIME (a launch failed). *ran (may be NULL) receives the tier
- * that ran. The workspace must be 256-byte aligned. */
-mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier, void *workspace,
-                       size_t workspace_bytes, void *stream, mla_gpu_tier *ran, mla_error *err);
+/* What a call runs (or ran): the tier after the AUTO chain, the prefix
+ * splits of its stage-1 grid (0 for GENERIC, which has no splits), the
+ * fast tier's smallest split in tokens (0 otherwise) and the query rows
+ * per stage-1 CTA. */
+typedef struct {
+    mla_gpu_tier tier;
+    int num_splits;
+    int min_split;
+    int rows_per_cta;
+} mla_gpu_run_info;
 
-/* ---- Validator contract (hip/gpu_backend.c) ---- */
+/* The plan of `tier` (AUTO: the tier the chain picks) for these arguments,
+ * without launching anything: MLA_OK with *info filled, MLA_ERR_DECLINED
+ * or MLA_ERR_INVALID as mla_gpu_run would return them. */
+mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options *opt,
+                        mla_gpu_run_info *info, mla_error *err);
+
+/* Runs `tier` on `stream` (a cudaStream_t / hipStream_t, NULL = default)
+ * with the variants of `opt` (NULL = defaults). Returns MLA_OK,
+ * MLA_ERR_DECLINED (reason in err, nothing written), MLA_ERR_INVALID (bad
+ * arguments or options, or too small a workspace) or MLA_ERR_RUNTIME (a
+ * launch failed). *info (may be NULL) receives what ran. The workspace must
+ * be 256-byte aligned. */
+mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options *opt,
+                       void *workspace, size_t workspace_bytes, void *stream,
+                       mla_gpu_run_info *info, mla_error *err);
 
 /* 1 when a device is usable; 0 with a reason in `why` otherwise. */
 int mla_gpu_available(char *why, size_t n);
-
-/* Uploads the fixture, runs `tier` (an mla_gpu_tier) into NaN-poisoned
- * outputs framed by sentinel guards, synchronizes and copies o (and lse when
- * lse_host is not NULL) back. A decline returns MLA_ERR_DECLINED with the
- * reason after checking the output is still all poison; a touched guard or
- * a declining tier that wrote output returns MLA_ERR_RUNTIME. */
-mla_status mla_gpu_backend_run(const mla_fixture *fx, int tier, mla_bf16 *o_host,
-                               float *lse_host, mla_error *err);
 
 #ifdef __cplusplus
 }

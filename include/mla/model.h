@@ -1,6 +1,7 @@
-/* CPU model of the two-stage GPU kernel (SPEC section 4): the same plan, the
- * same bf16 partials with fp32 lse, the same merges, so CI exercises split
- * remainders and bf16-partial error without a GPU. Planted-bug variants
+/* CPU model of the upstream two-stage GPU kernel (SPEC section 4;
+ * seed/model.c): the same plan, the same bf16 partials with fp32 lse, the
+ * same merges, so CI exercises split remainders and bf16-partial error
+ * without a GPU. Planted-bug variants
  * (mutations) let the tests prove the validator catches each bug class. */
 #ifndef MLA_MODEL_H
 #define MLA_MODEL_H
@@ -26,6 +27,10 @@ typedef enum {
 } mla_mutation;
 
 const char *mla_mutation_name(mla_mutation m);
+/* One line on the bug, and which knob of the model's arithmetic it turns
+ * (seed/model.c keeps the mutations as a table of such knobs). */
+const char *mla_mutation_description(mla_mutation m);
+const char *mla_mutation_perturbs(mla_mutation m);
 
 typedef struct {
     mla_block_config blk; /* mla_block_config_default() unless testing */

@@ -30,15 +30,41 @@ typedef enum {
 
 /* A backend writes o as fp32 (out_bf16 0) or bf16 (out_bf16 1) into buffers
  * the validator poisons and guards. */
+/* Split counts a run reports (mla_outputs.splits). */
+#define MLA_SPLITS_NONE 0     /* the path has no split-KV partials (reference, oracle, generic) */
+#define MLA_SPLITS_UNKNOWN -1 /* the backend cannot tell (a captured output, a library that
+                               * does not report it) */
+
 typedef struct {
     float *o32;      /* [tokens, H, Dv] when the backend's output is fp32 */
     mla_bf16 *o16;   /* [tokens, H, Dv] when it is bf16 */
     float *lse;      /* [tokens, H] */
     int wrote_lse;   /* set by the backend when it produced lse */
+    /* Largest split count the run really used over the case's sequences
+     * (>= 1), or MLA_SPLITS_NONE / MLA_SPLITS_UNKNOWN: set by the backend,
+     * printed by the reports for each tier. */
+    int splits;
 } mla_outputs;
+
+/* What a backend is, for the table and the reports. */
+typedef enum {
+    MLA_KIND_REFERENCE = 0, /* the fp32 CPU reference every other backend is judged against */
+    MLA_KIND_ORACLE,        /* fp64 plain loops: judges the reference */
+    MLA_KIND_MODEL,         /* CPU model of the seed kernel (two stages, bf16 partials) */
+    MLA_KIND_GPU_FAST,      /* GPU fast path */
+    MLA_KIND_GPU_PERHEAD,   /* GPU per-head split-KV baseline */
+    MLA_KIND_GPU_GENERIC,   /* GPU generic fallback */
+    MLA_KIND_CAPTURED,      /* a file's /expected output */
+    MLA_KIND_MUTANT,        /* a planted bug: must FAIL (mutation tests) */
+    MLA_KIND_EMU            /* the AMD GPU tiers under the wave64 emulator (emu/): a kernel
+                               fault (out of bounds, race, divergence) is a FAIL */
+} mla_backend_kind;
+
+const char *mla_backend_kind_name(mla_backend_kind k);
 
 typedef struct mla_backend {
     const char *name;
+    mla_backend_kind kind;
     const char *description;
     mla_path path;
     mla_expect expect;
@@ -85,11 +111,22 @@ typedef struct {
     double cos_vs_oracle; /* cos_diff against the fp64 oracle where it ran; -1 otherwise */
     double max_abs_vs_oracle;
     int64_t n_elems;
-    int64_t n_nan;        /* non-finite outputs where the reference is finite */
+    int64_t n_nan;        /* non-finite outputs where the reference is finite, or outputs
+                           * of another class where it is NaN / +-Inf */
+    int64_t n_compared;   /* elements both finite: the set err, cos, rows and bias run over */
+    int64_t n_ref_nonfinite; /* elements where the reference is NaN or +-Inf */
     int64_t n_unwritten;  /* still holding the poison pattern */
     int64_t n_over;       /* elements over their bound */
     int64_t n_rows_over;  /* rows over the per-row cos_diff limit */
     int64_t first_bad;    /* flat index of the first bad element, -1 if none */
+    /* Bias test (issue 18): the group whose slope s = sum(o ref)/sum(ref^2)
+     * is furthest from 1 relative to its threshold. */
+    double bias_ratio;     /* max over groups of |s - 1| / threshold (1 = at the bound) */
+    double bias_slope;     /* s of that group */
+    double bias_threshold; /* its threshold */
+    char bias_group[64];   /* e.g. "head 3", "seq 1 head 5", "token 12 head 0" */
+    int64_t n_bias_groups; /* groups tested */
+    int64_t n_bias_over;   /* groups past their threshold */
     /* Tolerances used, for the report. */
     double cos_limit, row_cos_limit, rel_tol, abs_frac;
     int ulp_hist[8]; /* |err| in ulps of ref: 0, <=0.5, <=1, <=2, <=4, <=8, <=16, >16 */
@@ -105,7 +142,7 @@ typedef struct {
     char reason[512];
     double seconds;
     int64_t max_prefix;
-    int max_splits; /* the plan's largest active split count in this case */
+    int splits; /* what the run reported: >= 1, MLA_SPLITS_NONE or MLA_SPLITS_UNKNOWN */
     int num_seqs, num_heads, q_len;
     mla_metrics m;
 } mla_case_result;
@@ -127,10 +164,6 @@ typedef struct {
 mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                       const unsigned char *unwritten, const float *lse, mla_metrics *m,
                       char *reason, size_t reason_n);
-
-/* Largest active split count of the fast-path plan over the case's sequences
- * (1 when the plan declines). */
-int mla_case_max_splits(const mla_fixture *fx);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,30 @@
 
 #include "ref_internal.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -h / --help on every test program: prints what it checks, exits 0; any
+ * other argument not in `known` (NULL-terminated, may be NULL) is a usage
+ * error (exit 2), so a typo never runs a different test than asked. */
+static inline void rt_cli(int argc, char **argv, const char *about, const char *const *known)
+{
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: %s%s\n\n%s\n", argv[0], known ? " [options]" : "", about);
+            exit(0);
+        }
+        int ok = 0;
+        for (const char *const *k = known; k && *k; ++k)
+            ok |= !strcmp(argv[i], *k);
+        if (!ok) {
+            fprintf(stderr, "%s: unknown argument '%s' (--help)\n", argv[0], argv[i]);
+            exit(2);
+        }
+    }
+}
+
 typedef struct {
     uint64_t s;
 } rt_rng;

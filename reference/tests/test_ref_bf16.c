@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mla/reference.h"
+#include "ref_test_util.h"
 
 static float from_bits(uint32_t u)
 {
@@ -19,8 +20,9 @@ static int is_nan16(mla_bf16 b)
     return (b & 0x7f80u) == 0x7f80u && (b & 0x007fu) != 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    rt_cli(argc, argv, "Checks bf16 rounding bit-exactly: mla_f32_to_bf16 and mla_round_bf16 on a table of\nedge cases (ties, NaN, inf, subnormals) and every bf16 value round trip.", NULL);
     /* want NAN_OUT: any quiet NaN (exponent all ones, quiet bit 0x0040 set) */
     enum { NAN_OUT = 0x10000 };
     static const struct {

@@ -13,6 +13,11 @@
 
 int main(int argc, char **argv)
 {
+    static const char *const known[] = {"--large", NULL};
+    rt_cli(argc, argv,
+           "Checks the fp32 reference against the fp64 oracle on every catalogue case\n"
+           "(--large: the large ones too).",
+           known);
     const int want_large = argc > 1 && strcmp(argv[1], "--large") == 0;
     struct {
         const char *name;

@@ -54,8 +54,9 @@ static const rt_case CASES[] = {
      1.0f, 1.0f, 0.0f, 23},
 };
 
-int main(void)
+int main(int argc, char **argv)
 {
+    rt_cli(argc, argv, "Checks the fp32 reference against the fp64 oracle on random cases with every feature\n(sinks, logit cap, window, several KV heads, ragged drafts, empty prefixes) and several\ntile configurations.", NULL);
     const struct {
         const char *name;
         int32_t key_block, row_tile, use_prefix, use_drafts;

@@ -470,8 +470,9 @@ static void case_invalid(void)
     mla_fixture_free(&fx);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    rt_cli(argc, argv, "Checks the reference on hand-computed cases: empty prefixes, sinks, logit cap, sliding\nwindow, k/v scales.", NULL);
     case_empty_prefix();
     case_sinks();
     case_logit_cap();

@@ -29,5 +29,21 @@ for m in drop-remainder no-causal fp16-partials lse-no-max-shift lse-base2 \
         fail=1
     fi
 done
+# Bias mutants (issue 18): output transforms of a correct output whose every
+# element stays within the element bounds; the bias test must name them.
+for m in trunc-bf16 head-scale seq-lse; do
+    planted=$((planted + 1))
+    out=$("$v" --quiet --backend "mutant:$m" "$data" 2>&1)
+    rc=$?
+    nbias=$(printf '%s\n' "$out" | grep -c '^FAIL.*biased')
+    if [ $rc -eq 1 ] && [ "$nbias" -gt 0 ]; then
+        caught=$((caught + 1))
+        first=$(printf '%s\n' "$out" | grep -m1 '^FAIL.*biased' | cut -c1-200)
+        echo "caught  mutant:$m as biased on $nbias case(s): $first"
+    else
+        echo "MISSED  mutant:$m (exit $rc, $nbias case(s) reported biased)"
+        fail=1
+    fi
+done
 echo "mutation score: $caught/$planted planted bugs caught"
 exit $fail

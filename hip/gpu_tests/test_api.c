@@ -1,0 +1,147 @@
+/* Host-side checks of the GPU API that need no device: options validation,
+ * the plan each tier reports (mla_gpu_plan: split counts it really runs),
+ * workspace sizes as pure functions of their arguments, and declines.
+ * Device pointers are placeholders that are never dereferenced: nothing
+ * here launches. */
+#include "mla/gpu.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* K3 TP8 verify: 12 heads, 8 drafts, 576 / 512, bs sequences of prefix P. */
+static mla_gpu_args k3_args(int bs, long long P)
+{
+    mla_gpu_args a;
+    memset(&a, 0, sizeof a);
+    mla_shape *s = &a.shape;
+    s->num_seqs = bs;
+    s->num_heads = 12;
+    s->num_kv_heads = 1;
+    s->q_len = 8;
+    s->num_q_tokens = (int64_t)bs * 8;
+    s->head_dim = s->kv_dim = 576;
+    s->v_head_dim = s->v_extend_dim = 512;
+    s->is_causal = 1;
+    s->topk = 1;
+    a.num_kv_indices = bs * P;
+    a.sm_scale = 0.0721688f;
+    a.k_scale = a.v_scale = 1.f;
+    /* 256-byte aligned placeholders, never dereferenced. */
+    void *fake = (void *)(uintptr_t)0x100000;
+    a.q = a.k_extend = a.v_extend = a.kv_buffer = (const mla_bf16 *)fake;
+    a.o = (mla_bf16 *)fake;
+    a.qo_indptr = a.kv_indptr = (const int32_t *)fake;
+    a.kv_indices = (const int64_t *)fake;
+    a.q_stride_tok = 12 * 576;
+    a.q_stride_head = 576;
+    a.k_stride_tok = a.kv_stride_slot = 576;
+    a.v_stride_tok = 512;
+    a.o_stride_tok = 12 * 512;
+    a.o_stride_head = 512;
+    return a;
+}
+
+int main(void)
+{
+    mla_error err;
+    mla_gpu_options o = mla_gpu_options_default();
+    CHECK(mla_gpu_options_check(&o, &err) == MLA_OK, "defaults valid");
+    CHECK(mla_gpu_options_check(NULL, &err) == MLA_OK, "NULL = defaults");
+    mla_gpu_options bad = o;
+    bad.fast_kernel = 7;
+    CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID && strstr(err.msg, "fast_kernel"),
+          "unknown kernel: %s", err.msg);
+    bad = o;
+    bad.fast_rows = 80;
+    CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID, "fast_rows 80");
+    bad = o;
+    bad.fast_min_split = 8;
+    CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID, "min split 8");
+    bad = o;
+    bad.fast_split_rule = 2;
+    CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID, "rule 2");
+    CHECK(mla_gpu_fast_kernel_parse("ws") == MLA_GPU_FAST_KERNEL_WS, "parse ws");
+    CHECK(mla_gpu_fast_kernel_parse("wg") == -1, "wg is gone");
+    CHECK(mla_gpu_split_rule_parse("fixed") == MLA_GPU_SPLIT_RULE_FIXED, "parse fixed");
+
+    /* Unknown options are an error, never a silent other kernel. */
+    mla_gpu_args a = k3_args(32, 4096);
+    mla_gpu_run_info info;
+    bad = o;
+    bad.fast_kernel = 9;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &bad, &info, &err) == MLA_ERR_INVALID, "plan bad opts");
+    CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &bad) == 0, "workspace bad opts");
+
+    /* K3 bs 32 / 4k: two 64-row blocks, 132 / 64 = 2 splits. */
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_AUTO, NULL, &info, &err) == MLA_OK, "%s", err.msg);
+    CHECK(info.tier == MLA_GPU_TIER_FAST && info.num_splits == 2 && info.rows_per_cta == 64,
+          "auto: tier %d splits %d rows %d", info.tier, info.num_splits, info.rows_per_cta);
+    o.fast_rows = 96;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK, "%s", err.msg);
+    CHECK(info.num_splits == 4 && info.rows_per_cta == 96, "rows96: splits %d rows %d",
+          info.num_splits, info.rows_per_cta);
+    CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &o) >
+              mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, NULL),
+          "96-row CTAs take more splits, so more workspace");
+    o = mla_gpu_options_default();
+
+    /* The per-head tier runs 4 splits below an average prefix of 4096 (not
+     * the upstream plan's count), the generic tier none. */
+    a = k3_args(4, 2048);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_PERHEAD, NULL, &info, &err) == MLA_OK, "%s", err.msg);
+    CHECK(info.num_splits == 4 && info.min_split == 0, "perhead splits %d", info.num_splits);
+    a = k3_args(4, 8192);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_PERHEAD, NULL, &info, &err) == MLA_OK && info.num_splits == 16,
+          "perhead 8k: %d", info.num_splits);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_GENERIC, NULL, &info, &err) == MLA_OK && info.num_splits == 0,
+          "generic splits %d", info.num_splits);
+
+    /* bs 1 / 4k: the adaptive rule lengthens the smallest split, fixed keeps
+     * 64. */
+    a = k3_args(1, 4096);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.min_split == 128,
+          "adaptive min split %d", info.min_split);
+    o.fast_split_rule = MLA_GPU_SPLIT_RULE_FIXED;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK && info.min_split == 64,
+          "fixed min split %d", info.min_split);
+    o = mla_gpu_options_default();
+
+    /* ws asked for where it cannot run: a decline with the reason, not the
+     * mma kernel. */
+    a = k3_args(8, 4096);
+    a.shape.num_heads = 2;
+    a.shape.q_len = 8; /* 16 rows */
+    a.q_stride_tok = 2 * 576;
+    a.o_stride_tok = 2 * 512;
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS;
+    const char *why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
+    CHECK(why && strstr(why, "ws"), "ws on 16 rows: %s", why ? why : "(runs)");
+    CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL) == NULL, "auto runs 16 rows");
+
+    /* Workspace: a pure function of (shape, tier, options). */
+    a = k3_args(16, 4096);
+    const size_t w1 = mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_AUTO, NULL);
+    const size_t w2 = mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_AUTO, NULL);
+    CHECK(w1 == w2 && w1 > 0, "workspace %zu %zu", w1, w2);
+    CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_GENERIC, NULL) == 0, "generic none");
+
+    if (failures) {
+        fprintf(stderr, "test_api: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_api: ok\n");
+    return 0;
+}

@@ -1,0 +1,67 @@
+// What both stage-1 kernels share: the per-sequence split range and the
+// mapping of a CTA's local rows to flattened query rows (r = draft_row * H
+// + head), and the Q load.
+#ifndef MLA_KERNELS_STAGE1_COMMON_H
+#define MLA_KERNELS_STAGE1_COMMON_H
+
+#include "../device/cp_async.h"
+#include "../device/smem_layout.h"
+#include "../params.h"
+
+namespace mla_dev {
+
+// Split rules of a sequence (the counts are shape-only, split_policy.c; the
+// per-sequence ranges read kv_indptr on the device). Mode 0 is the plan's
+// floor partition (plan.h), mode 1 the per-head baseline's (split_policy.h).
+__device__ __forceinline__ int active_splits(int mode, int P, int ns, int min_split)
+{
+    return mode == 0 ? mla_plan_active_splits(P, ns, min_split) : ns;
+}
+__device__ __forceinline__ void split_range(int mode, int P, int ns, int min_split, int s, int &beg,
+                                            int &end)
+{
+    if (mode == 0) {
+        const int act = mla_plan_active_splits(P, ns, min_split);
+        int32_t b0, e0;
+        mla_plan_split_range(P, act, s, &b0, &e0);
+        beg = b0;
+        end = e0;
+    } else {
+        mla_sp_perhead_split_range(P, ns, s, &beg, &end);
+    }
+}
+
+// Flattened row r (= draft_row * H + head) of local row k in row block y.
+__device__ __forceinline__ int row_of(const Stage1Params &p, int rows, int y, int k, bool &valid)
+{
+    if (p.row_mode == 0) {
+        const int r = y * rows + k;
+        valid = r < p.HL;
+        return r;
+    }
+    const int h = y % p.H, c = y / p.H;
+    const int i = c * rows + k;
+    valid = i < p.L;
+    return i * p.H + h;
+}
+
+// The Q rows of row block y (flattened r = draft_row * H + head) into shared
+// memory through cp.async, zero-filled past the last valid row, in the
+// swizzled (SW) or pitched layout of the stage-1 kernel.
+template <int ROWS, int NT, bool SW, int PITCH>
+__device__ __forceinline__ void load_q(const Stage1Params &p, int y, int q0, int chunks, bf16_t *Qs)
+{
+    for (int idx = threadIdx.x; idx < ROWS * chunks; idx += NT) {
+        const int k = idx / chunks, c = idx - k * chunks;
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        const bf16_t *src = p.q;
+        if (ok)
+            src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
+        cp_async16(Qs + toff<SW, PITCH>(k, c * 8, ROWS), src, ok ? 16 : 0);
+    }
+}
+
+} // namespace mla_dev
+
+#endif

@@ -1,0 +1,498 @@
+// Stage 1 of the fast tier, warp-specialized (NVIDIA sm_90a): a producer
+// warpgroup gathers the K/V tiles and computes S and the softmax on wgmma,
+// two PV warpgroups accumulate O on wgmma; named barriers hand P over.
+#ifndef MLA_KERNELS_STAGE1_WS_H
+#define MLA_KERNELS_STAGE1_WS_H
+
+#include "../device/bf16.h"
+#include "../device/sync.h"
+#include "../device/mma_sm80.h"
+#include "../device/wgmma_sm90.h"
+#include "stage1_common.h"
+
+#ifndef MLA_HIP_MINIMAL
+#include <math.h>
+#endif
+
+#if defined(MLA_TARGET_NVIDIA)
+
+namespace mla_dev {
+// ---------------------------------------------------------------------------
+// Stage 1, warp-specialized (sm_90a; the default fast path for every 64-row
+// block on NVIDIA; 96-row CTAs when the options ask for them, see
+// docs/perf-log.md "64-row blocks for the 96-row shapes"). Why: the
+// single-role kernel (stage1_mma.h) runs gather -> S -> softmax -> PV of a
+// tile one after the other behind __syncthreads, so a CTA is latency-bound
+// (docs/perf-log.md "Smallest split for launch-bound calls (first sweep)":
+// ~4.3 us per 32-token tile even alone on an SM). Here warpgroup 0 gathers the tiles and computes S on
+// wgmma (m64n32k16; 96 rows as two 64-row chains, rows 0-63 and 32-95) with
+// the softmax in the wgmma accumulators, while warpgroups 1 and 2 only run
+// the PV product, also on wgmma (64 rows: O = P V, m64n256k16; 96 rows:
+// O^T = V^T P^T, m64n96k16, since 96 is no multiple of wgmma's 64 rows):
+// S of tile t+1 overlaps PV of tile t. The gather runs STG - 1 tiles ahead.
+// The roles hand over through two named barriers, both sides bar.sync (a
+// bar.arrive would let warpgroup 0 run on, but it waits at the next barrier
+// anyway, and compute-sanitizer racecheck models only bar.sync):
+//   BAR_P_FULL: warpgroup 0 has written P(t) and alpha(t);
+//   BAR_P_FREE: the PV warpgroups are done with P(t) and tile t's K/V stage,
+//               which warpgroup 0 then overwrites.
+// 96 rows: 192 PV accumulators per thread; setmaxnreg moves registers from
+// warpgroup 0 (56) to the PV warpgroups (224) of the 384 x 168 at launch.
+// 64 rows: the other way (184 / 160): warpgroup 0 holds most of Q in
+// registers for its S chain (RS-form wgmma, docs/perf-log.md "Q in
+// registers for the 64-row S chain").
+// ---------------------------------------------------------------------------
+
+
+// Online softmax (base 2) of two rows held as a wgmma m64n32 accumulator
+// quarter: acc[4j + 0/1] is row r0, tokens 8j + 2t (+1); acc[4j + 2/3] row
+// r0 + 8. The four lanes of a quad share a row. The probabilities stay in
+// registers as packed bf16 (pk[h][j]: row r0 + 8h, tokens 8j + 2t, +1) until
+// the P tile is free: the next chain's wgmma reuses the accumulators.
+__device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
+                                                float (&m_run)[2], float (&l_run)[2],
+                                                uint32_t (&pk)[2][4], float (&alpha)[2])
+{
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float v[8];
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int tok = 8 * j + 2 * t;
+            v[2 * j] = tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
+            v[2 * j + 1] = tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
+            tmax = fmaxf(tmax, fmaxf(v[2 * j], v[2 * j + 1]));
+        }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        const float m_new = fmaxf(m_run[h], tmax);
+        // A row whose max is still -inf has seen nothing: keep exp2 away
+        // from (-inf) - (-inf).
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[h] = exp2f(m_run[h] - m_use);
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float p0 = exp2f(v[2 * j] - m_use), p1 = exp2f(v[2 * j + 1] - m_use);
+            pk[h][j] = pack_bf2(p0, p1);
+            sum += p0 + p1;
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        l_run[h] = l_run[h] * alpha[h] + sum;
+        m_run[h] = m_new;
+    }
+}
+// P layouts of the PV operand: 64 rows, the 128-byte swizzled K-major layout
+// of an m64 A operand; 96 rows, K-major without swizzle (8 x 16-byte core
+// matrices, 4 per 8-row group: 64-byte rows, the 6 KB that fit).
+template <bool SW>
+__device__ __forceinline__ void ws_store_rows(int r0, const uint32_t (&pk)[2][4],
+                                              const float (&alpha)[2], bf16_t *Ps, float *Al)
+{
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int r = r0 + 8 * h, c = 8 * j + 2 * t;
+            *(uint32_t *)(Ps + (SW ? toff<true>(r, c, 64) : (r >> 3) * 256 + (c >> 3) * 64 + (r & 7) * 8 + (c & 7))) =
+                pk[h][j];
+        }
+        if (t == 0)
+            Al[r0 + 8 * h] = alpha[h];
+    }
+    // No reconvergence here: what follows is a full-warp shuffle or
+    // nbar_sync, which begins with __syncwarp.
+}
+
+// S of one 64-row block of Q (descriptor da) against the K tile (db) over
+// the 576 columns (36 k16 steps; api.hip runs this kernel only for head_dim
+// 576), fully
+// unrolled: a rolled loop makes ptxas fence the accumulators in it (C7519;
+// each wgmma then waits for the previous one, 15% slower on the 64-row
+// shapes). The descriptors advance in place through an asm add (16-byte
+// units; no carry out of the address field for shared addresses): written
+// as base + immediate, ptxas materializes all 72 of them up front in
+// uniform registers and spills (352 bytes at 56 registers).
+template <int ROWS>
+__device__ __forceinline__ void ws_s_chain(float (&acc)[16], uint64_t da, uint64_t db)
+{
+    wg_fence();
+    wgmma_m64n32k16<0>(acc, da, db);
+#pragma unroll
+    for (int k = 1; k < D_MAX / 16; ++k) {
+        // Next k16 step: 32 bytes on inside a 64-column atom, else the next
+        // atom (ROWS x 128 or TN x 128 bytes) minus the three steps taken.
+        const uint64_t ia = (k & 3) ? 2 : (ROWS * 128 >> 4) - 6, ib = (k & 3) ? 2 : (TN * 128 >> 4) - 6;
+        asm volatile("add.s64 %0, %0, %2;\nadd.s64 %1, %1, %3;\n" : "+l"(da), "+l"(db) : "l"(ia), "l"(ib));
+        wgmma_m64n32k16<1>(acc, da, db);
+    }
+    wg_commit();
+}
+// ws_s_chain with the first QR k16 steps taking Q from registers (loaded
+// once per CTA), the rest from shared memory; da is the descriptor of step
+// QR (a multiple of 4: an atom boundary).
+template <int ROWS, int QR>
+__device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (&qf)[QR][4], uint64_t da,
+                                              uint64_t db)
+{
+    static_assert(QR > 0 && QR % 4 == 0 && QR < D_MAX / 16, "register k16 steps");
+    wg_fence();
+    wgmma_m64n32k16_rs<0>(acc, qf[0], db);
+#pragma unroll
+    for (int k = 1; k < D_MAX / 16; ++k) {
+        const uint64_t ib = (k & 3) ? 2 : (TN * 128 >> 4) - 6;
+        asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(ib));
+        if (k < QR) {
+            wgmma_m64n32k16_rs<1>(acc, qf[k < QR ? k : 0], db);
+        } else {
+            if (k > QR) {
+                const uint64_t ia = (k & 3) ? 2 : (ROWS * 128 >> 4) - 6;
+                asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(ia));
+            }
+            wgmma_m64n32k16<1>(acc, da, db);
+        }
+    }
+    wg_commit();
+}
+
+template <int MT, int NPW>
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
+{
+    constexpr int ROWS = 16 * MT;
+    constexpr int NT = (NPW + 4) * 32;
+    static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
+    constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
+    constexpr int STG = ws_stages(ROWS);
+    // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
+    // (256 output columns each, 128 accumulators). 96 rows do not fit
+    // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
+    // V^T P^T as m64n96k16 over four 64-column dv blocks per warpgroup (192
+    // accumulators; setmaxnreg gives the PV warps 224 registers).
+    constexpr bool PVWG = ROWS == 64;
+    static_assert(NPW == 8, "PV: two warpgroups");
+    // P: 64 rows, 128-byte swizzled K-major (an atom of 64 columns, 32
+    // used); 96 rows, K-major without swizzle (64-byte rows).
+    constexpr Stage1Smem SM = stage1_ws_smem_plan(ROWS);
+
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *base =
+        smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
+    bf16_t *Qs = (bf16_t *)(base + SM.q);
+    bf16_t *Ks = (bf16_t *)(base + SM.kv);
+    bf16_t *Ps = (bf16_t *)(base + SM.p); // 1024-byte aligned
+    float *Al = (float *)(base + SM.al);
+    float *Linv = (float *)(base + SM.linv);
+    float *Lse = (float *)(base + SM.lse);
+    // The two Q descriptors, re-read from shared memory every tile: ptxas
+    // would otherwise hoist all tile-invariant Q descriptors out of the
+    // tile loop into registers.
+    uint64_t *Qdesc = (uint64_t *)(base + SM.qdesc);
+
+    pdl_launch_dependents();
+    const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x;
+    const int kv0 = p.kv_indptr[b];
+    const int P = p.kv_indptr[b + 1] - kv0;
+    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
+        return; // whole block: stage 2 reads active splits only
+    int beg, end;
+    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
+    const int n = end - beg;
+    const int q0 = p.qo_indptr[b];
+    const int D = p.D;
+    if (tid == 0) {
+        Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
+        Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
+    }
+    const int chunks = D >> 3;
+    const int ntiles = (n + TN - 1) / TN;
+    // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
+    // wgmma inside a branch it cannot prove uniform is serialized (C7520).
+    const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
+    const bool producer = wg_idx == 0;
+
+    // Gather (warpgroup 0): 4 threads per token, one slot lookup per thread
+    // per tile, prefetched a tile ahead; whole-row requests, conflict-free
+    // stores in the swizzled layout.
+    constexpr int TPK = 128 / TN;
+    const int my_tok = (tid & 127) / TPK, my_c0 = tid % TPK;
+    auto slot_of = [&](int t) -> int64_t {
+        const int gt = beg + t * TN + my_tok;
+        return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+    };
+    // Thread (my_tok, my_c0) copies chunks c = my_c0 + 4j, j < 18, of its
+    // row: c / 8 = j / 2 and c % 8 = my_c0 + 4 (j % 2), so the swizzled
+    // destinations are two per-thread offsets plus immediates, and the
+    // sources one base plus immediates (D == 576 here). Address arithmetic
+    // per chunk was half of warpgroup 0's time (ncu source counters).
+    static_assert(TPK == 4 && D_MAX == 576, "gather unrolling");
+    const uint32_t ks_base = (uint32_t)__cvta_generic_to_shared(Ks);
+    const uint32_t dst_even = (uint32_t)(my_tok * 128 + ((my_c0 ^ (my_tok & 7)) << 4));
+    const uint32_t dst_odd = (uint32_t)(my_tok * 128 + (((my_c0 + 4) ^ (my_tok & 7)) << 4));
+    auto load_tile = [&](int t, int64_t slot) {
+        if (t >= ntiles)
+            return;
+        const bool ok = slot >= 0;
+        const unsigned char *src = (const unsigned char *)(p.kv + (ok ? slot : 0) * p.kv_ss + my_c0 * 8);
+        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
+        const int nb = ok ? 16 : 0;
+#pragma unroll
+        for (int j = 0; j < D_MAX / 32; ++j)
+            cp_async16_s(st + (j & 1 ? dst_odd : dst_even) + (uint32_t)((j >> 1) * TN * 128), src + 64 * j, nb);
+    };
+
+    int64_t slot_next = -1;
+    if (n > 0) {
+        load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
+        cp_async_commit();
+        if (producer) {
+            // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
+            // issues tile t + STG - 1 into the stage tile t - 1 leaves.
+            for (int t = 0; t < STG - 1; ++t) {
+                load_tile(t, slot_of(t));
+                cp_async_commit();
+            }
+            slot_next = slot_of(STG - 1);
+            cp_async_wait_group<STG - 2>(); // Q and tile 0
+        } else {
+            cp_async_wait_all();
+        }
+        fence_proxy_async();
+    }
+    __syncwarp();
+    __syncthreads();
+
+    // 64 rows: warpgroup 0 keeps Q's k16 steps 0-31 (the 512 nope columns)
+    // in registers for the whole CTA, so its S chain reads only K from
+    // shared memory on those steps (RS-form wgmma; docs/perf-log.md "Q in
+    // registers for the 64-row S chain": 6-9% on the producer-bound shapes). setmaxnreg moves registers to warpgroup 0:
+    // 184 there, 160 in the PV warpgroups (of 168 x 384 at launch); all 36
+    // steps would need the PV warps below 152, which ptxas refuses.
+    constexpr int QR = TWO ? 0 : 32;
+    constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
+    if (producer) {
+        if constexpr (TWO)
+            regs_dec<56>();
+        if constexpr (QR > 0)
+            regs_inc<RPROD>();
+        const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
+        uint32_t qf[QR > 0 ? QR : 1][4];
+        uint64_t qda = 0;
+        if (QR > 0 && ntiles > 0) { // Q was loaded only for a non-empty split
+            // ldmatrix x4 of rows 16w .. 16w + 15, columns 16k .. 16k + 15:
+            // lanes 0-7 / 8-15 rows 0-7 / 8-15 at column 16k, lanes 16-31
+            // the same rows at 16k + 8 (a0..a3 of the A fragment).
+            const int lr = 16 * w + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+            for (int k = 0; k < QR; ++k)
+                ldsm_x4(qf[k][0], qf[k][1], qf[k][2], qf[k][3],
+                        Qs + toff<true>(lr, 16 * k + (lane >> 4) * 8, ROWS));
+            qda = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(0, 16 * QR, ROWS)));
+        }
+        const int rA = 16 * w + (lane >> 2);      // chain A rows rA, rA + 8
+        const int rB = 32 + 16 * w + (lane >> 2); // chain B rows (kept for w >= 2)
+        float mA[2] = {-INFINITY, -INFINITY}, lA[2] = {0.f, 0.f};
+        float mB[2] = {-INFINITY, -INFINITY}, lB[2] = {0.f, 0.f};
+        for (int t = 0; t < ntiles; ++t) {
+            // Tile t landed and is visible to the whole warpgroup: waited
+            // for by every thread before the previous P_FULL barrier (or the
+            // prologue's __syncthreads).
+            const uint64_t kb =
+                wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
+            const int valid = n - t * TN < TN ? n - t * TN : TN;
+            // The products (and as much of the softmax as registers allow)
+            // run before the P tile is free: the PV warps may still be
+            // reading tile t - 1. 96 rows: chain B (rows 32-95, kept 64-95)
+            // first, its probabilities held packed; then chain A, whose
+            // softmax goes straight to shared memory after the wait, so at
+            // most 16 accumulators + 8 packed words are live (warpgroup 0
+            // has 56 registers next to the PV warps' 224).
+            float acc[16];
+            uint32_t pk[2][4];
+            float al[2];
+            if constexpr (TWO) {
+                ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[1], kb);
+                wg_wait<0>();
+                if (w >= 2)
+                    ws_softmax_rows(acc, valid, p.scale_log2, mB, lB, pk, al);
+            }
+            if constexpr (QR > 0)
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kb);
+            else
+                ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
+            wg_wait<0>();
+            if constexpr (!TWO)
+                ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
+            // P is free once the PV warps are done with tile t - 1; so is
+            // that tile's K/V stage, which then takes tile t + STG - 1
+            // (issued after the hand-over, off its path).
+            if (t > 0)
+                nbar_sync(BAR_P_FREE, NT);
+            if constexpr (TWO) {
+                if (w >= 2)
+                    ws_store_rows<PVWG>(rB, pk, al, Ps, Al);
+                ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
+            }
+            ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
+            // Tile t + 1 must have landed (this thread's copies; the
+            // barrier publishes everyone's) before it is read by wgmma
+            // after the barrier. Groups: Q, tiles 0 .. STG - 2, then one per
+            // iteration before this one (t + STG in all); tile t + 1 is
+            // group t + 2, so STG - 3 may still be in flight.
+            cp_async_wait_group<STG - 3>();
+            fence_proxy_async(); // wgmma (async proxy) reads P and the tile
+            nbar_sync(BAR_P_FULL, NT);
+            load_tile(t + STG - 1, slot_next);
+            cp_async_commit(); // possibly empty: keeps one group per tile
+            slot_next = slot_of(t + STG);
+        }
+        if (ntiles > 0)
+            nbar_sync(BAR_P_FREE, NT); // the last tile's release
+        if ((lane & 3) == 0) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const bool any = lA[h] > 0.f;
+                Linv[rA + 8 * h] = any ? p.v_scale / lA[h] : 0.f;
+                Lse[rA + 8 * h] = any ? (mA[h] + __log2f(lA[h])) * LN2 : -INFINITY;
+                if (TWO && w >= 2) {
+                    const bool anyB = lB[h] > 0.f;
+                    Linv[rB + 8 * h] = anyB ? p.v_scale / lB[h] : 0.f;
+                    Lse[rB + 8 * h] = anyB ? (mB[h] + __log2f(lB[h])) * LN2 : -INFINITY;
+                }
+            }
+        }
+        nbar_sync(BAR_END, NT);
+        if (tid < ROWS) {
+            bool ok;
+            const int r = row_of(p, ROWS, y, tid, ok);
+            if (ok)
+                p.part_lse[((long long)b * p.num_splits + s) * p.HL + r] = Lse[tid];
+        }
+    }
+
+    const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+    // Epilogue: the scaled bf16 partial goes through shared memory (the K/V
+    // stages, free once every thread passed the first BAR_END) so
+    // that it leaves in coalesced 16-byte rows instead of 2- or 4-byte
+    // scattered stores. Pitch + 8: conflict-light fills.
+    constexpr int OSP = DV_MAX + 8;
+    static_assert(ROWS * OSP <= STG * TN * D_MAX, "partial staging fits the K/V stages");
+    bf16_t *Os = Ks;
+    if (producer) {
+        // Warpgroup 0 only joins the copy-out below.
+    } else if constexpr (PVWG) {
+        // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
+        // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
+        if constexpr (QR > 0)
+            regs_dec<RPV>();
+        const int c0 = 256 * (wg_idx - 1);
+        const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
+        const uint64_t dp = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ps));
+        float acc[128];
+#pragma unroll
+        for (int i = 0; i < 128; ++i)
+            acc[i] = 0.f;
+        for (int t = 0; t < ntiles; ++t) {
+            nbar_sync(BAR_P_FULL, NT);
+            const float a0 = Al[r0], a1 = Al[r0 + 8];
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                acc[4 * j] *= a0;
+                acc[4 * j + 1] *= a0;
+                acc[4 * j + 2] *= a1;
+                acc[4 * j + 3] *= a1;
+            }
+            // V columns c0 .. c0 + 255 of the tile: atoms c0 / 64 .., a
+            // k16 step is 16 token rows (2048 bytes) further.
+            const uint64_t dv = wg_desc_mn_sw128(
+                (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + (c0 / 64) * TN * 64));
+            wg_fence();
+            wgmma_m64n256k16_tb(acc, dp, dv);
+            wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
+            wg_commit();
+            wg_wait<0>();
+            nbar_sync(BAR_P_FREE, NT);
+        }
+        nbar_sync(BAR_END, NT);
+        const float s0 = Linv[r0], s1 = Linv[r0 + 8];
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int col = c0 + 8 * j + 2 * tq;
+            *(uint32_t *)(Os + r0 * OSP + col) = pack_bf2(acc[4 * j] * s0, acc[4 * j + 1] * s0);
+            *(uint32_t *)(Os + (r0 + 8) * OSP + col) = pack_bf2(acc[4 * j + 2] * s1, acc[4 * j + 3] * s1);
+        }
+    } else {
+        // Swapped product: warpgroup g (1 or 2) owns dv blocks 4 (g - 1) ..
+        // + 3; thread rows (dv) r0, r0 + 8 of each block, columns (query
+        // rows) 8j + 2tq and + 1.
+        regs_inc<224>();
+        const int mb0 = 4 * (wg_idx - 1);
+        const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
+        const uint64_t dp = wg_desc_kint((uint32_t)__cvta_generic_to_shared(Ps));
+        float acc[4][48];
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+#pragma unroll
+            for (int i = 0; i < 48; ++i)
+                acc[m][i] = 0.f;
+        for (int t = 0; t < ntiles; ++t) {
+            nbar_sync(BAR_P_FULL, NT);
+#pragma unroll
+            for (int j = 0; j < 12; ++j) {
+                const float2 a = *(const float2 *)(Al + 8 * j + 2 * tq);
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    acc[m][4 * j] *= a.x;
+                    acc[m][4 * j + 1] *= a.y;
+                    acc[m][4 * j + 2] *= a.x;
+                    acc[m][4 * j + 3] *= a.y;
+                }
+            }
+            const uint32_t vs =
+                (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + mb0 * TN * 64);
+            wg_fence();
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                const uint64_t dv = wg_desc_mn_sw128(vs + (uint32_t)(m * TN * 128));
+                wgmma_m64n96k16_ta(acc[m], dv, dp);
+                wgmma_m64n96k16_ta(acc[m], dv + (2048 >> 4), dp + (256 >> 4));
+            }
+            wg_commit();
+            wg_wait<0>();
+            nbar_sync(BAR_P_FREE, NT);
+        }
+        nbar_sync(BAR_END, NT);
+#pragma unroll
+        for (int j = 0; j < 12; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int k = 8 * j + 2 * tq + e;
+                const float sc = Linv[k];
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    const int c = 64 * (mb0 + m) + r0;
+                    Os[k * OSP + c] = f2bf(acc[m][4 * j + e] * sc);
+                    Os[k * OSP + c + 8] = f2bf(acc[m][4 * j + 2 + e] * sc);
+                }
+            }
+    }
+    // The partial rows leave in 16-byte chunks, a whole row per 64 lanes.
+    nbar_sync(BAR_END, NT);
+    const int cpr = p.Dv >> 3;
+    for (int idx = tid; idx < ROWS * cpr; idx += NT) {
+        const int k = idx / cpr, c = (idx - k * cpr) * 8;
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        if (ok)
+            *(uint4 *)((bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * OSP + c);
+    }
+}
+
+} // namespace mla_dev
+
+#endif // MLA_TARGET_NVIDIA
+#endif

@@ -1,0 +1,205 @@
+// Stage 2 of the fast and per-head tiers: the log-sum-exp merge of a
+// sequence's active prefix splits, the causal L x L draft block in fp32,
+// and the final merge into o and lse.
+#ifndef MLA_KERNELS_STAGE2_MERGE_H
+#define MLA_KERNELS_STAGE2_MERGE_H
+
+#include "../device/bf16.h"
+#include "../device/sync.h"
+#include "stage1_common.h"
+
+#ifndef MLA_HIP_MINIMAL
+#include <math.h>
+#endif
+
+namespace mla_dev {
+
+// ---------------------------------------------------------------------------
+// Stage 2: merge of the prefix splits, causal L x L draft block in fp32,
+// final merge. Grid (H, Dv / cw, bs), 256 threads. Everything a block needs
+// from global memory except the partial outputs is staged in shared memory
+// in one parallel burst first: a chain of dependent global loads per warp
+// costs microseconds, which is the whole budget of a small call.
+// ---------------------------------------------------------------------------
+// Columns per block (cw): a multiple of 64 dividing Dv (split_policy.c);
+// the shared-memory plan is stage2_smem (config.h).
+
+template <typename PT> __device__ __forceinline__ void load8(const void *base, long long idx, float *o)
+{
+    if (sizeof(PT) == 2) {
+        const uint4 v = *(const uint4 *)((const bf16_t *)base + idx);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            o[2 * k] = __uint_as_float(w[k] << 16);
+            o[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+    } else {
+        const float *f = (const float *)base + idx;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            o[k] = f[k];
+    }
+}
+
+template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kernel(Stage2Params p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int L = p.L, NS = p.num_splits, D = p.D;
+    const int cw = p.cw, CG = cw / 8;
+    const int SG = s2_groups(L, cw), items = s2_items(L, cw);
+    float *sc = (float *)smem_raw; // [L][L] draft scores
+    float *wd = sc + L * L;        // [L][L] normalized draft weights
+    float *wsp = wd + L * L;       // [L][NS] split lse, then normalized split weights
+    float *red = wsp + L * NS;     // [SG][items][8] partial sums when SG > 1
+    // 16-byte aligned start of the bf16 part (uint4 reads of vs).
+    bf16_t *qs = (bf16_t *)(smem_raw + s2_bf16_offset(L, NS, cw)); // [L][D]
+    bf16_t *ks = qs + L * D;       // [L][D]
+    bf16_t *vs = ks + L * D;       // [L][cw]
+
+    const int h = blockIdx.x, chunk = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int q0 = p.qo_indptr[b];
+    const int P = p.kv_indptr[b + 1] - p.kv_indptr[b];
+    const int act = active_splits(p.split_mode, P, NS, p.min_split);
+    const long long part_row0 = (long long)b * NS * p.HL;
+
+    // Phase 0: stage q rows of this head, k_extend rows, this block's v_extend
+    // columns and the split lse values.
+    // q rows are 16-byte aligned (a fast/per-head condition), k_extend and
+    // v_extend rows too (idem); 8-element chunks, no division in the loop.
+    {
+        const int cpr = D / 8; // chunks per row
+        for (int i = warp; i < L; i += S2_THREADS / 32) {
+            const uint4 *qg = (const uint4 *)(p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh);
+            const uint4 *kg = (const uint4 *)(p.k_ext + (long long)(q0 + i) * p.k_st);
+            for (int c = lane; c < cpr; c += 32) {
+                ((uint4 *)(qs + i * D))[c] = qg[c];
+                ((uint4 *)(ks + i * D))[c] = kg[c];
+            }
+        }
+        for (int idx = tid; idx < L * CG; idx += S2_THREADS) {
+            const int j = idx / CG, c = idx - j * CG;
+            ((uint4 *)vs)[idx] =
+                *(const uint4 *)(p.v_ext + (long long)(q0 + j) * p.v_st + chunk * cw + 8 * c);
+        }
+    }
+    __syncthreads();
+
+    // Phase 1: causal draft scores in fp32.
+    for (int pair = warp; pair < L * L; pair += S2_THREADS / 32) {
+        const int i = pair / L, j = pair - i * L;
+        if (j > i) { // causal: later drafts are invisible
+            if (lane == 0)
+                sc[pair] = -INFINITY;
+            continue;
+        }
+        const uint32_t *qr = (const uint32_t *)(qs + i * D), *kr = (const uint32_t *)(ks + j * D);
+        float acc = 0.f;
+        for (int d = lane; d < D / 2; d += 32) {
+            const uint32_t qa = qr[d], ka = kr[d];
+            acc += __uint_as_float(qa << 16) * __uint_as_float(ka << 16);
+            acc += __uint_as_float(qa & 0xffff0000u) * __uint_as_float(ka & 0xffff0000u);
+        }
+        acc = warp_sum(acc);
+        if (lane == 0)
+            sc[pair] = acc * p.sm_scale;
+    }
+    __syncthreads();
+
+    // Everything above read inputs only; the partials come from stage 1.
+    pdl_wait();
+    for (int idx = tid; idx < L * act; idx += S2_THREADS) {
+        const int i = idx / act, s = idx - i * act;
+        wsp[i * NS + s] = p.part_lse[part_row0 + (long long)s * p.HL + i * p.H + h];
+    }
+    __syncthreads();
+
+    // Phase 2: one warp per row: max, denominator, normalized weights.
+    for (int i = warp; i < L; i += S2_THREADS / 32) {
+        float M = -INFINITY;
+        for (int s = lane; s < act; s += 32)
+            M = fmaxf(M, wsp[i * NS + s]);
+        for (int j = lane; j < L; j += 32)
+            M = fmaxf(M, sc[i * L + j]);
+        M = warp_max(M);
+        float sum = 0.f;
+        if (M != -INFINITY) {
+            for (int s = lane; s < act; s += 32)
+                sum += __expf(wsp[i * NS + s] - M);
+            for (int j = lane; j < L; j += 32)
+                sum += __expf(sc[i * L + j] - M);
+        }
+        sum = warp_sum(sum);
+        // No visible key at all: o = 0, lse = -inf, and no 0/0 anywhere.
+        const bool any = sum > 0.f;
+        const float inv = any ? 1.f / sum : 0.f;
+        for (int s = lane; s < act; s += 32)
+            wsp[i * NS + s] = any ? __expf(wsp[i * NS + s] - M) * inv : 0.f;
+        for (int j = lane; j < L; j += 32)
+            wd[i * L + j] = any ? __expf(sc[i * L + j] - M) * inv : 0.f;
+        if (chunk == 0 && lane == 0 && p.lse)
+            p.lse[(long long)(q0 + i) * p.lse_st + h] = any ? M + __logf(sum) : -INFINITY;
+    }
+    __syncthreads();
+
+    // Phase 3: weighted sum of the partials, 8 columns (16 bytes) per thread,
+    // the splits shared among SG thread groups, then the draft values.
+    auto finish = [&](int item, float *acc) {
+        const int i = item / CG, cg = item - i * CG;
+        for (int j = 0; j <= i; ++j) {
+            const float w = wd[i * L + j];
+            const uint4 v = *(const uint4 *)(vs + j * cw + cg * 8);
+            const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                acc[2 * k] += w * __uint_as_float(vw[k] << 16);
+                acc[2 * k + 1] += w * __uint_as_float(vw[k] & 0xffff0000u);
+            }
+        }
+        *(uint4 *)(p.o + (long long)(q0 + i) * p.o_st + (long long)h * p.o_sh + chunk * cw + cg * 8) =
+            make_uint4(pack_bf2(acc[0], acc[1]), pack_bf2(acc[2], acc[3]), pack_bf2(acc[4], acc[5]),
+                       pack_bf2(acc[6], acc[7]));
+    };
+    auto gather = [&](int item, int s0, int step, float *acc) {
+        const int i = item / CG, cg = item - i * CG;
+        const long long base = (part_row0 + i * p.H + h) * p.Dv + chunk * cw + cg * 8;
+#pragma unroll 4
+        for (int s = s0; s < act; s += step) {
+            float o[8];
+            load8<PT>(p.part_o, base + (long long)s * p.HL * p.Dv, o);
+            const float w = wsp[i * NS + s];
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                acc[k] += w * o[k];
+        }
+    };
+    if (SG == 1) {
+        for (int item = tid; item < items; item += S2_THREADS) {
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            gather(item, 0, 1, acc);
+            finish(item, acc);
+        }
+    } else {
+        const int sg = tid / items, item = tid - sg * items;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (sg < SG) {
+            gather(item, sg, SG, acc);
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                red[tid * 8 + k] = acc[k];
+        }
+        __syncthreads();
+        if (sg == 0) {
+            for (int g = 1; g < SG; ++g)
+#pragma unroll
+                for (int k = 0; k < 8; ++k)
+                    acc[k] += red[(g * items + item) * 8 + k];
+            finish(item, acc);
+        }
+    }
+}
+
+} // namespace mla_dev
+
+#endif

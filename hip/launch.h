@@ -1,0 +1,30 @@
+// Internal: the per-kernel launchers (launch_*.hip) that the host API
+// (api.hip) dispatches to. Each is explicitly instantiated for the
+// variants of instances.h only; any other combination fails to link.
+// Every launcher returns the first failing runtime call's error, or the
+// launch's own error (hipGetLastError after the launch).
+#ifndef MLA_GPU_LAUNCH_H
+#define MLA_GPU_LAUNCH_H
+
+#include "params.h"
+
+namespace mla_dev {
+
+template <int MT, int NW, int RG, typename PT, int PADK>
+hipError_t launch_stage1_mma(const Stage1Params &p, dim3 grid, hipStream_t st);
+
+#if defined(MLA_TARGET_NVIDIA)
+template <int MT, int NPW>
+hipError_t launch_stage1_ws(const Stage1Params &p, dim3 grid, hipStream_t st);
+#endif
+
+// pdl: overlap the prologue with stage 1 (programmatic dependent launch,
+// NVIDIA sm_90); ignored elsewhere.
+template <typename PT>
+hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl);
+
+hipError_t launch_generic(const GenericParams &p, unsigned num_tokens, hipStream_t st);
+
+} // namespace mla_dev
+
+#endif

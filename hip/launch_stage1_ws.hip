@@ -1,0 +1,28 @@
+// Launcher and instantiations of the warp-specialized stage 1
+// (kernels/stage1_ws.h; NVIDIA sm_90a only).
+#include "kernels/stage1_ws.h"
+#include "instances.h"
+#include "launch.h"
+
+#if defined(MLA_TARGET_NVIDIA)
+namespace mla_dev {
+
+template <int MT, int NPW>
+hipError_t launch_stage1_ws(const Stage1Params &p, dim3 grid, hipStream_t st)
+{
+    constexpr int smem = stage1_ws_smem_plan(16 * MT).bytes;
+    hipError_t e = hipFuncSetAttribute((const void *)stage1_ws_kernel<MT, NPW>,
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != hipSuccess)
+        return e;
+    stage1_ws_kernel<MT, NPW><<<grid, (NPW + 4) * 32, smem, st>>>(p);
+    return hipGetLastError();
+}
+
+#define MLA_INSTANTIATE(MT, NPW)                                                                   \
+    template hipError_t launch_stage1_ws<MT, NPW>(const Stage1Params &, dim3, hipStream_t);
+MLA_STAGE1_WS_NVIDIA(MLA_INSTANTIATE)
+#undef MLA_INSTANTIATE
+
+} // namespace mla_dev
+#endif

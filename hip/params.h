@@ -1,0 +1,74 @@
+// Kernel parameter structs: plain data, filled by the launchers from
+// mla_gpu_args (api.hip -> launch_*.hip) and passed by value.
+#ifndef MLA_GPU_PARAMS_H
+#define MLA_GPU_PARAMS_H
+
+#include "config.h"
+
+namespace mla_dev {
+
+struct Stage1Params {
+    const bf16_t *q;
+    long long q_st, q_sh;
+    const bf16_t *kv;
+    long long kv_ss;
+    const int32_t *qo_indptr;
+    const int32_t *kv_indptr;
+    const int64_t *kv_indices;
+    int H, L, HL, D, Dv;
+    int num_splits;
+    int split_mode; // 0: plan floor partition (fast); 1: per-head ceil rounded up to 32
+    int min_split;  // block_n of mla_plan_active_splits (mode 0)
+    int row_mode;   // 0: contiguous chunks of flattened rows; 1: one head, 16-row chunks of its drafts
+    float scale_log2; // sm_scale * k_scale * log2(e)
+    float v_scale;
+    void *part_o;     // [bs, num_splits, HL, Dv] of PT
+    float *part_lse;  // [bs, num_splits, HL], natural log
+};
+
+struct Stage2Params {
+    const bf16_t *q;
+    long long q_st, q_sh;
+    const bf16_t *k_ext;
+    long long k_st;
+    const bf16_t *v_ext;
+    long long v_st;
+    const int32_t *qo_indptr;
+    const int32_t *kv_indptr;
+    int H, L, HL, D, Dv;
+    int num_splits, split_mode, min_split;
+    int cw; // output columns per block (a multiple of 64 dividing Dv)
+    float sm_scale;
+    const void *part_o;
+    const float *part_lse;
+    bf16_t *o;
+    long long o_st, o_sh;
+    float *lse;
+    long long lse_st;
+};
+
+struct GenericParams {
+    const bf16_t *q;
+    long long q_st, q_sh;
+    const bf16_t *k_ext;
+    long long k_st, k_sh;
+    const bf16_t *v_ext;
+    long long v_st, v_sh;
+    const bf16_t *kv;
+    long long kv_ss, kv_sh;
+    const int32_t *qo_indptr;
+    const int32_t *kv_indptr;
+    const int64_t *kv_indices;
+    const float *sinks;
+    int num_seqs, H, Hkv, D, Dv;
+    int is_causal, sliding_window;
+    float sm_scale, k_scale, v_scale, logit_cap;
+    bf16_t *o;
+    long long o_st, o_sh;
+    float *lse;
+    long long lse_st;
+};
+
+} // namespace mla_dev
+
+#endif

@@ -1,0 +1,563 @@
+/* Validation reports. The HTML page draws its plots as inline SVG so it
+ * opens anywhere, offline, and can be attached to a review as one file. */
+#include "mla/report.h"
+#include "mla/fsutil.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes there
+ * are not one (overlong, surrogate, truncated, out of range). */
+static int utf8_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    int n;
+    uint32_t cp;
+    if ((s[0] & 0xe0) == 0xc0)
+        n = 2, cp = s[0] & 0x1f;
+    else if ((s[0] & 0xf0) == 0xe0)
+        n = 3, cp = s[0] & 0x0f;
+    else if ((s[0] & 0xf8) == 0xf0)
+        n = 4, cp = s[0] & 0x07;
+    else
+        return 0;
+    for (int i = 1; i < n; ++i) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A JSON string. Names come from files (case_name is any byte string), so
+ * bytes that are not UTF-8 are written as \u00XX of the byte (the JSON
+ * stays valid; the byte value stays visible). */
+static void json_str(FILE *f, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    fputc('"', f);
+    while (s && *s) {
+        const unsigned char c = *s;
+        if (c == '"' || c == '\\') {
+            fprintf(f, "\\%c", c);
+            s++;
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+            s++;
+        } else {
+            const int n = utf8_len(s);
+            if (n == 0) {
+                fprintf(f, "\\u%04x", c);
+                s++;
+            } else {
+                fwrite(s, 1, (size_t)n, f);
+                s += n;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+/* The split count a run reported: "-" when its path has none, "?" when the
+ * backend could not tell. */
+static const char *splits_cell(int splits, char *buf, size_t n)
+{
+    if (splits == MLA_SPLITS_NONE)
+        return "-";
+    if (splits == MLA_SPLITS_UNKNOWN)
+        return "?";
+    snprintf(buf, n, "%d", splits);
+    return buf;
+}
+
+/* JSON has no inf/NaN: write null. */
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+static void html_str(FILE *f, const char *s)
+{
+    for (; s && *s; ++s) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_result *r,
+                           size_t n)
+{
+    fputs("{\n  \"commit\": ", f);
+    json_str(f, meta->commit);
+    fputs(",\n  \"machine\": ", f);
+    json_str(f, meta->machine);
+    fputs(",\n  \"command\": ", f);
+    json_str(f, meta->command);
+    fputs(",\n  \"date\": ", f);
+    json_str(f, meta->date);
+    fputs(",\n  \"backends\": ", f);
+    json_str(f, meta->backends);
+    fputs(",\n  \"results\": [\n", f);
+    for (size_t i = 0; i < n; ++i) {
+        const mla_case_result *c = &r[i];
+        const mla_metrics *m = &c->m;
+        fputs("    {\"fixture\": ", f);
+        json_str(f, c->fixture);
+        fputs(", \"case\": ", f);
+        json_str(f, c->case_name);
+        fputs(", \"family\": ", f);
+        json_str(f, c->family);
+        fputs(", \"backend\": ", f);
+        json_str(f, c->backend);
+        fputs(", \"path\": ", f);
+        json_str(f, mla_path_name(c->path));
+        fputs(", \"verdict\": ", f);
+        json_str(f, mla_verdict_name(c->verdict));
+        fputs(", \"reason\": ", f);
+        json_str(f, c->reason);
+        fprintf(f, ", \"num_seqs\": %d, \"num_heads\": %d, \"q_len\": %d, \"max_prefix\": %lld, "
+                   "\"splits\": ",
+                c->num_seqs, c->num_heads, c->q_len, (long long)c->max_prefix);
+        if (c->splits == MLA_SPLITS_UNKNOWN)
+            fputs("null", f); /* the backend did not report it */
+        else
+            fprintf(f, "%d", c->splits);
+        fputs(", \"seconds\": ", f);
+        json_num(f, c->seconds);
+        fputs(", \"max_abs\": ", f);
+        json_num(f, m->max_abs);
+        fputs(", \"worst_row_rel\": ", f);
+        json_num(f, m->worst_row_rel);
+        fputs(", \"nmse\": ", f);
+        json_num(f, m->nmse);
+        fputs(", \"cos_diff\": ", f);
+        json_num(f, m->cos_diff);
+        fputs(", \"worst_row_cos\": ", f);
+        json_num(f, m->worst_row_cos);
+        fputs(", \"within_1ulp\": ", f);
+        json_num(f, m->within_1ulp);
+        fputs(", \"worst_ratio\": ", f);
+        json_num(f, m->worst_ratio);
+        fputs(", \"lse_max_abs\": ", f);
+        json_num(f, m->lse_max_abs);
+        fputs(", \"lse_ratio\": ", f);
+        json_num(f, m->lse_ratio);
+        fputs(", \"cos_vs_oracle\": ", f);
+        json_num(f, m->cos_vs_oracle);
+        fputs(", \"max_abs_vs_oracle\": ", f);
+        json_num(f, m->max_abs_vs_oracle);
+        fputs(", \"bias_ratio\": ", f);
+        json_num(f, m->bias_ratio);
+        fputs(", \"bias_slope\": ", f);
+        json_num(f, m->bias_slope);
+        fputs(", \"bias_threshold\": ", f);
+        json_num(f, m->bias_threshold);
+        fputs(", \"bias_group\": ", f);
+        json_str(f, m->bias_group);
+        fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld",
+                (long long)m->n_bias_groups, (long long)m->n_bias_over);
+        fputs(", \"cos_limit\": ", f);
+        json_num(f, m->cos_limit);
+        fputs(", \"row_cos_limit\": ", f);
+        json_num(f, m->row_cos_limit);
+        fputs(", \"rel_tol\": ", f);
+        json_num(f, m->rel_tol);
+        fprintf(f, ", \"n_compared\": %lld, \"n_ref_nonfinite\": %lld",
+                (long long)m->n_compared, (long long)m->n_ref_nonfinite);
+        fprintf(f, ", \"n_elems\": %lld, \"n_nan\": %lld, \"n_unwritten\": %lld, \"n_over\": %lld, "
+                   "\"n_rows_over\": %lld, \"ulp_hist\": [",
+                (long long)m->n_elems, (long long)m->n_nan, (long long)m->n_unwritten,
+                (long long)m->n_over, (long long)m->n_rows_over);
+        for (int k = 0; k < 8; ++k)
+            fprintf(f, "%s%d", k ? ", " : "", m->ulp_hist[k]);
+        fprintf(f, "]}%s\n", i + 1 < n ? "," : "");
+    }
+    fputs("  ]\n}\n", f);
+    return !ferror(f);
+}
+
+typedef int (*report_writer)(FILE *, const mla_report_meta *, const mla_case_result *, size_t);
+
+/* Open, write, close: every failure is an I/O error naming the file. */
+static mla_status write_file(const char *path, report_writer w, const mla_report_meta *meta,
+                             const mla_case_result *r, size_t n, mla_error *err)
+{
+    mla_atomic_file a;
+    mla_status st = mla_atomic_open(&a, path, err);
+    if (st != MLA_OK)
+        return st;
+    return mla_atomic_close(&a, w(a.f, meta, r, n), err);
+}
+
+mla_status mla_report_write_json(const char *path, const mla_report_meta *meta,
+                                 const mla_case_result *r, size_t n, mla_error *err)
+{
+    return write_file(path, write_json_file, meta, r, n, err);
+}
+
+/* ---- counts per backend ---- */
+
+typedef struct {
+    char name[64];
+    int pass, fail, declined, na;
+    double worst_cos, worst_ratio, worst_bias;
+    int smin, smax, s_unknown; /* split counts the runs reported (smax 0: none had splits) */
+    long long hist[8];
+} backend_summary;
+
+static size_t summarise(const mla_case_result *r, size_t n, backend_summary *s, size_t cap)
+{
+    size_t ns = 0;
+    for (size_t i = 0; i < n; ++i) {
+        size_t k = 0;
+        while (k < ns && strcmp(s[k].name, r[i].backend) != 0)
+            ++k;
+        if (k == ns) {
+            if (ns == cap)
+                continue;
+            memset(&s[ns], 0, sizeof s[ns]);
+            snprintf(s[ns].name, sizeof s[ns].name, "%s", r[i].backend);
+            ++ns;
+        }
+        switch (r[i].verdict) {
+        case MLA_VERDICT_PASS: s[k].pass++; break;
+        case MLA_VERDICT_DECLINED: s[k].declined++; break;
+        case MLA_VERDICT_NA: s[k].na++; break;
+        default: s[k].fail++; break;
+        }
+        if (r[i].verdict == MLA_VERDICT_PASS || r[i].verdict == MLA_VERDICT_FAIL) {
+            if (r[i].m.cos_diff > s[k].worst_cos)
+                s[k].worst_cos = r[i].m.cos_diff;
+            if (r[i].m.worst_ratio > s[k].worst_ratio)
+                s[k].worst_ratio = r[i].m.worst_ratio;
+            if (r[i].m.bias_ratio > s[k].worst_bias)
+                s[k].worst_bias = r[i].m.bias_ratio;
+            if (r[i].splits == MLA_SPLITS_UNKNOWN)
+                s[k].s_unknown++;
+            else if (r[i].splits >= 1) {
+                if (s[k].smax == 0 || r[i].splits < s[k].smin)
+                    s[k].smin = r[i].splits;
+                if (r[i].splits > s[k].smax)
+                    s[k].smax = r[i].splits;
+            }
+            for (int b = 0; b < 8; ++b)
+                s[k].hist[b] += r[i].m.ulp_hist[b];
+        }
+    }
+    return ns;
+}
+
+/* The split counts a tier really ran, as its runs reported them. */
+static void splits_ran(const backend_summary *b, char *out, size_t n)
+{
+    if (b->smax == 0)
+        snprintf(out, n, "%s", b->s_unknown ? "not reported" : "none");
+    else if (b->smin == b->smax)
+        snprintf(out, n, "%d%s", b->smin, b->s_unknown ? " (some not reported)" : "");
+    else
+        snprintf(out, n, "%d..%d%s", b->smin, b->smax,
+                 b->s_unknown ? " (some not reported)" : "");
+}
+
+static const char *ULP_LABELS[8] = {"0", "<=0.5", "<=1", "<=2", "<=4", "<=8", "<=16", ">16"};
+
+static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
+{
+    backend_summary s[32];
+    size_t ns = summarise(r, n, s, 32);
+    fprintf(f, "# MLA verify validation report\n\n");
+    fprintf(f, "- commit: `%s`\n- machine: %s\n- date: %s\n- command: `%s`\n- backends: %s\n\n",
+            meta->commit, meta->machine, meta->date, meta->command, meta->backends);
+    fprintf(f, "## Summary per backend\n\n| backend | pass | fail | declined | n/a | splits ran "
+               "| worst cos_diff | worst bound ratio | worst bias ratio |\n"
+               "|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t k = 0; k < ns; ++k) {
+        char sr[64];
+        splits_ran(&s[k], sr, sizeof sr);
+        fprintf(f, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n", s[k].name, s[k].pass,
+                s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos, s[k].worst_ratio,
+                s[k].worst_bias);
+    }
+    fprintf(f, "\n## Every case\n\n| fixture | backend | verdict | max prefix | splits | "
+               "cos_diff | worst row cos | max abs | bound ratio | within 1 ulp | lse max abs "
+               "| note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < n; ++i) {
+        const mla_case_result *c = &r[i];
+        int judged = c->verdict == MLA_VERDICT_PASS || c->verdict == MLA_VERDICT_FAIL;
+        char sb[16];
+        fprintf(f, "| %s | %s | **%s** | %lld | %s | ", c->fixture, c->backend,
+                mla_verdict_name(c->verdict), (long long)c->max_prefix,
+                splits_cell(c->splits, sb, sizeof sb));
+        char lse_cell[32] = "-";
+        if (judged && c->m.lse_max_abs >= 0)
+            snprintf(lse_cell, sizeof lse_cell, "%.2e", c->m.lse_max_abs);
+        if (judged && c->m.n_elems)
+            fprintf(f, "%.2e | %.2e | %.3g | %.3f | %.1f%% | %s | ", c->m.cos_diff,
+                    c->m.worst_row_cos, c->m.max_abs, c->m.worst_ratio, 100 * c->m.within_1ulp,
+                    lse_cell);
+        else
+            fprintf(f, "- | - | - | - | - | - | ");
+        for (const char *p = c->reason; *p; ++p)
+            fputc(*p == '|' ? '/' : *p, f);
+        fprintf(f, " |\n");
+    }
+    fprintf(f, "\n## bf16 ulp histogram of |o - ref| per backend\n\n| backend |");
+    for (int b = 0; b < 8; ++b)
+        fprintf(f, " %s |", ULP_LABELS[b]);
+    fprintf(f, "\n|---|");
+    for (int b = 0; b < 8; ++b)
+        fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (size_t k = 0; k < ns; ++k) {
+        fprintf(f, "| %s |", s[k].name);
+        for (int b = 0; b < 8; ++b)
+            fprintf(f, " %lld |", s[k].hist[b]);
+        fprintf(f, "\n");
+    }
+    return !ferror(f);
+}
+
+/* ---- SVG plots ---- */
+
+static const char *COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                               "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+/* Scatter of log10(y) against x (log2 of x+1 when xlog) per backend. */
+static void svg_scatter(FILE *f, const char *title, const char *xlabel, const char *ylabel,
+                        const mla_case_result *r, size_t n, const backend_summary *s, size_t ns,
+                        int xsel, int xlog)
+{
+    const int W = 640, Hh = 340, L = 70, R = 150, T = 30, B = 50;
+    double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+    for (size_t i = 0; i < n; ++i) {
+        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
+            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
+            continue;
+        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
+        if (xlog)
+            x = log2(x + 1);
+        double y = log10(fmax(r[i].m.cos_diff, 1e-16));
+        xmin = fmin(xmin, x), xmax = fmax(xmax, x), ymin = fmin(ymin, y), ymax = fmax(ymax, y);
+    }
+    fprintf(f, "<h3>");
+    html_str(f, title);
+    fprintf(f, "</h3>\n<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
+               "style=\"font:11px sans-serif;background:#fff\">\n",
+            W, Hh);
+    if (!isfinite(xmin)) {
+        fprintf(f, "<text x=\"20\" y=\"40\">no judged cases</text></svg>\n");
+        return;
+    }
+    if (xmax - xmin < 1e-9)
+        xmax = xmin + 1;
+    ymin = floor(ymin), ymax = ceil(ymax);
+    if (ymax - ymin < 1)
+        ymax = ymin + 1;
+    const int pw = W - L - R, ph = Hh - T - B;
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
+            L, T, pw, ph);
+    for (double yt = ymin; yt <= ymax + 1e-9; yt += 1) {
+        double py = T + ph - (yt - ymin) / (ymax - ymin) * ph;
+        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">1e%.0f</text>\n",
+                L, L + pw, py, py, L - 4, py + 4, yt);
+    }
+    /* Integer axes with few values get one tick per integer. */
+    int nt = (!xlog && xmax - xmin <= 10) ? (int)(xmax - xmin + 0.5) : 5;
+    if (nt < 1)
+        nt = 1;
+    for (int k = 0; k <= nt; ++k) {
+        double xv = xmin + (xmax - xmin) * k / nt;
+        double px = L + (double)pw * k / nt;
+        double lab = xlog ? exp2(xv) - 1 : xv;
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", px,
+                T + ph + 14, lab);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", L + pw / 2, Hh - 10);
+    html_str(f, xlabel);
+    fprintf(f, "</text><text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" "
+               "text-anchor=\"middle\">",
+            T + ph / 2, T + ph / 2);
+    html_str(f, ylabel);
+    fprintf(f, "</text>\n");
+    for (size_t i = 0; i < n; ++i) {
+        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
+            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
+            continue;
+        size_t k = 0;
+        while (k < ns && strcmp(s[k].name, r[i].backend) != 0)
+            ++k;
+        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
+        if (xlog)
+            x = log2(x + 1);
+        double y = log10(fmax(r[i].m.cos_diff, 1e-16));
+        double px = L + (x - xmin) / (xmax - xmin) * pw + (double)(k % 5) * 2 - 4;
+        double py = T + ph - (y - ymin) / (ymax - ymin) * ph;
+        if (r[i].verdict == MLA_VERDICT_FAIL)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" text-anchor=\"middle\">x</text>",
+                    px, py + 4, COLORS[k % 10]);
+        else
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\" fill-opacity=\"0.7\">"
+                       "<title>%s %s cos %.2e</title></circle>",
+                    px, py, COLORS[k % 10], r[i].fixture, r[i].backend, r[i].m.cos_diff);
+    }
+    for (size_t k = 0; k < ns; ++k)
+        fprintf(f, "<circle cx=\"%d\" cy=\"%zu\" r=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%zu\">%s"
+                   "</text>\n",
+                L + pw + 14, T + 8 + k * 16, COLORS[k % 10], L + pw + 22, T + 12 + k * 16,
+                s[k].name);
+    fprintf(f, "</svg>\n");
+}
+
+static void svg_hist(FILE *f, const backend_summary *s, size_t ns)
+{
+    const int W = 640, Hh = 300, L = 60, T = 20, B = 50, R = 150;
+    const int pw = W - L - R, ph = Hh - T - B;
+    fprintf(f, "<h3>Histogram of |o - ref| in bf16 ulps of ref (share of elements)</h3>\n"
+               "<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\" "
+               "style=\"font:11px sans-serif;background:#fff\">\n",
+            W, Hh);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
+            L, T, pw, ph);
+    for (int t = 0; t <= 4; ++t) {
+        double py = T + ph - ph * t / 4.0;
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>", L - 4, py + 4,
+                25 * t);
+    }
+    size_t nb = ns ? ns : 1;
+    double gw = (double)pw / 8.0, bw = (gw - 6) / (double)nb;
+    for (int b = 0; b < 8; ++b) {
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>",
+                L + gw * b + gw / 2, T + ph + 14, ULP_LABELS[b]);
+        for (size_t k = 0; k < ns; ++k) {
+            long long tot = 0;
+            for (int j = 0; j < 8; ++j)
+                tot += s[k].hist[j];
+            double frac = tot ? (double)s[k].hist[b] / (double)tot : 0;
+            double h = frac * ph;
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
+                       "<title>%s %s: %.2f%%</title></rect>",
+                    L + gw * b + 3 + bw * (double)k, T + ph - h, bw, h, COLORS[k % 10], s[k].name,
+                    ULP_LABELS[b], 100 * frac);
+        }
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">|o - ref| / ulp(ref)</text>\n",
+            L + pw / 2, Hh - 10);
+    for (size_t k = 0; k < ns; ++k)
+        fprintf(f, "<rect x=\"%d\" y=\"%zu\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" "
+                   "y=\"%zu\">%s</text>\n",
+                L + pw + 10, T + 4 + k * 16, COLORS[k % 10], L + pw + 24, T + 13 + k * 16,
+                s[k].name);
+    fprintf(f, "</svg>\n");
+}
+
+static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
+{
+    backend_summary s[32];
+    size_t ns = summarise(r, n, s, 32);
+    int nfail = 0;
+    for (size_t k = 0; k < ns; ++k)
+        nfail += s[k].fail;
+    fprintf(f, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>MLA verify validation"
+               "</title>\n<style>body{font:14px sans-serif;margin:24px;max-width:1200px}"
+               "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+               "padding:3px 6px}.PASS{color:#1a7f37}.FAIL,.ERROR{color:#c00;font-weight:bold}"
+               ".DECLINED{color:#666}.banner{padding:8px 12px;font-size:16px;margin:8px 0}"
+               ".ok{background:#dafbe1}.bad{background:#ffebe9}</style></head><body>\n");
+    fprintf(f, "<h1>MLA verify validation report</h1>\n<div class=\"banner %s\">%s</div>\n",
+            nfail ? "bad" : "ok",
+            nfail ? "FAILURES: see the table below" : "Every judged case passed");
+    fprintf(f, "<p>commit <code>");
+    html_str(f, meta->commit);
+    fprintf(f, "</code> &middot; ");
+    html_str(f, meta->date);
+    fprintf(f, "<br>machine: ");
+    html_str(f, meta->machine);
+    fprintf(f, "<br>command: <code>");
+    html_str(f, meta->command);
+    fprintf(f, "</code><br>backends: ");
+    html_str(f, meta->backends);
+    fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
+               "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
+               "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
+    for (size_t k = 0; k < ns; ++k) {
+        char sr[64];
+        splits_ran(&s[k], sr, sizeof sr);
+        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
+                   "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n",
+                s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos,
+                s[k].worst_ratio, s[k].worst_bias);
+    }
+    fprintf(f, "</table>\n<h2>Plots</h2>\n");
+    svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
+                "longest prefix (keys, log scale)", "cos_diff (log)", r, n, s, ns, 0, 1);
+    svg_scatter(f, "Tensor cos_diff against the split count each run reported",
+                "active splits (fast-path plan)", "cos_diff (log)", r, n, s, ns, 1, 0);
+    svg_hist(f, s, ns);
+    fprintf(f, "<h2>Every case</h2>\n<table><tr><th>fixture</th><th>family</th><th>backend</th>"
+               "<th>verdict</th><th>max prefix</th><th>splits</th><th>cos_diff</th>"
+               "<th>worst row cos</th><th>max abs</th><th>bound ratio</th><th>1 ulp</th>"
+               "<th>note</th></tr>\n");
+    for (size_t i = 0; i < n; ++i) {
+        const mla_case_result *c = &r[i];
+        int judged = c->verdict == MLA_VERDICT_PASS || c->verdict == MLA_VERDICT_FAIL;
+        fprintf(f, "<tr><td>");
+        html_str(f, c->fixture);
+        fprintf(f, "</td><td>");
+        html_str(f, c->family);
+        fprintf(f, "</td><td>");
+        html_str(f, c->backend);
+        char sb[16];
+        fprintf(f, "</td><td class=\"%s\">%s</td><td>%lld</td><td>%s</td>",
+                mla_verdict_name(c->verdict), mla_verdict_name(c->verdict),
+                (long long)c->max_prefix, splits_cell(c->splits, sb, sizeof sb));
+        if (judged && c->m.n_elems)
+            fprintf(f, "<td>%.2e</td><td>%.2e</td><td>%.3g</td><td>%.3f</td><td>%.1f%%</td>",
+                    c->m.cos_diff, c->m.worst_row_cos, c->m.max_abs, c->m.worst_ratio,
+                    100 * c->m.within_1ulp);
+        else
+            fprintf(f, "<td></td><td></td><td></td><td></td><td></td>");
+        fprintf(f, "<td>");
+        html_str(f, c->reason);
+        fprintf(f, "</td></tr>\n");
+    }
+    fprintf(f, "</table>\n</body></html>\n");
+    return !ferror(f);
+}
+
+mla_status mla_report_write_dir(const char *dir, const mla_report_meta *meta,
+                                const mla_case_result *r, size_t n, mla_error *err)
+{
+    mla_status dst = mla_mkdir_p(dir, err);
+    if (dst != MLA_OK)
+        return dst;
+    const struct {
+        const char *name;
+        report_writer w;
+    } outs[] = {{"report.json", write_json_file}, {"report.md", write_md},
+                {"report.html", write_html}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; ++i) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, outs[i].name);
+        mla_status st = write_file(path, outs[i].w, meta, r, n, err);
+        if (st != MLA_OK)
+            return st;
+    }
+    return MLA_OK;
+}
