@@ -291,6 +291,7 @@ static mla_status run_gpu(const mla_backend *b, const mla_fixture *fx, mla_outpu
  * checked; a fault comes back as MLA_ERR_RUNTIME naming it (the suite's
  * verdict for this kind: FAIL). */
 #define EMU_GFX950 (1 << 4)
+#define EMU_SHORT_POOL (1 << 5) /* planted fault: the pool one slot short */
 #ifdef MLA_HAVE_AMD_EMU
 static int emu_available(const mla_backend *b, char *why, size_t n)
 {
@@ -302,7 +303,8 @@ static mla_status run_emu(const mla_backend *b, const mla_fixture *fx, mla_outpu
                           mla_error *err)
 {
     const mla_amd_emu_arch arch = (b->arg & EMU_GFX950) ? MLA_AMD_EMU_GFX950 : MLA_AMD_EMU_GFX942;
-    const mla_status st = mla_amd_emu_backend_run(fx, b->arg & 15, arch, 0, out->o16, out->lse, err);
+    const unsigned flags = (b->arg & EMU_SHORT_POOL) ? MLA_AMD_EMU_SHORT_POOL : 0u;
+    const mla_status st = mla_amd_emu_backend_run(fx, b->arg & 15, arch, flags, out->o16, out->lse, err);
     out->wrote_lse = st == MLA_OK;
     out->splits = MLA_SPLITS_UNKNOWN;
     return st;
@@ -330,7 +332,7 @@ static mla_status run_emu(const mla_backend *b, const mla_fixture *fx, mla_outpu
     {.name = NAME, .kind = MLA_KIND_EMU,                                                           \
      .description = "AMD " ARCHNAME " " WHAT " under the wave64 emulator (emu/)" EMU_NOTE,       \
      .path = PATH, .expect = EXPECT, .out_bf16 = 1, .in_default_set = 0,                          \
-     .available = emu_available, .run = run_emu, .arg = (TIER) | (ARCH)}
+     .available = emu_available, .run = run_emu, .arg = (TIER) | (ARCH), .fault_is_fail = 1}
 
 #define MODEL_MUT(NAME, MUT)                                                                       \
     {.name = "model:" NAME, .kind = MLA_KIND_MUTANT,                                               \
@@ -394,6 +396,12 @@ static const mla_backend BACKENDS[] = {
             MLA_EXPECT_ACCEPT_ALL, "generic fallback"),
     EMU_ROW("amd-gfx950-emu-fallback", "gfx950", GPU_GENERIC_TIER, EMU_GFX950, MLA_PATH_FP32,
             MLA_EXPECT_ACCEPT_ALL, "generic fallback"),
+    {.name = "mutant:amd-gfx950-emu-short-pool", .kind = MLA_KIND_MUTANT,
+     .description = "amd-gfx950-emu with the KV pool declared one slot short: the emulated "
+                    "gather faults (out-of-bounds global load), a FAIL naming it" EMU_NOTE,
+     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
+     .in_default_set = 0, .available = emu_available, .run = run_emu,
+     .arg = GPU_FAST_TIER | EMU_GFX950 | EMU_SHORT_POOL, .fault_is_fail = 1},
     MODEL_MUT("drop-remainder", MLA_MUT_DROP_REMAINDER),
     MODEL_MUT("no-causal", MLA_MUT_NO_CAUSAL),
     MODEL_MUT("fp16-partials", MLA_MUT_FP16_PARTIALS),

@@ -251,7 +251,7 @@ void val_suite_run_case(val_suite *s, const mla_fixture *fx, const char *label,
                 snprintf(res->reason, sizeof res->reason, "%s (SPEC: %s)", berr.msg,
                          spec_reason);
             }
-        } else if (st != MLA_OK && be->kind == MLA_KIND_EMU && st == MLA_ERR_RUNTIME) {
+        } else if (st == MLA_ERR_RUNTIME && be->fault_is_fail) {
             /* The emulated kernel faulted (or its launch would fail on the
              * hardware): a bug in the kernel, not a missing resource. */
             res->verdict = MLA_VERDICT_FAIL;

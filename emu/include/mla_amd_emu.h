@@ -19,6 +19,11 @@ typedef enum { MLA_AMD_EMU_GFX942 = 942, MLA_AMD_EMU_GFX950 = 950 } mla_amd_emu_
  * 160 KiB gfx950) instead of failing the launch as hardware does: checks
  * the kernel's logic; the result says nothing about whether it can run. */
 #define MLA_AMD_EMU_RELAX_LDS 1u
+/* Test only (a planted fault for the validator's fault path): the KV pool
+ * is declared to end one slot before the highest slot the indices name, so
+ * the gather of that slot is an out-of-bounds global load. Backend entry
+ * point only. */
+#define MLA_AMD_EMU_SHORT_POOL 2u
 
 typedef struct {
     mla_gpu_tier ran; /* the tier that ran (AUTO resolves as mla_gpu_run does) */

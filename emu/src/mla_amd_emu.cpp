@@ -215,6 +215,14 @@ extern "C" mla_status mla_amd_emu_backend_run(const mla_fixture *fx, int tier, m
     a.o_stride_head = Dv;
     a.lse = lse_host;
     a.lse_stride_tok = H;
+    int64_t slots = fx->pool_slots;
+    if (flags & MLA_AMD_EMU_SHORT_POOL) {
+        int64_t hi = -1;
+        for (int64_t t = 0; t < fx->num_kv_indices; ++t)
+            hi = fx->kv_indices[t] > hi ? fx->kv_indices[t] : hi;
+        if (hi >= 0)
+            slots = hi;
+    }
     mla_amd_emu_info info;
-    return mla_amd_emu_run(&a, fx->pool_slots, (mla_gpu_tier)tier, arch, flags, &info, err);
+    return mla_amd_emu_run(&a, slots, (mla_gpu_tier)tier, arch, flags & ~MLA_AMD_EMU_SHORT_POOL, &info, err);
 }

@@ -1,4 +1,4 @@
-/* The AMD kernels of hip/kernels/*.h end to end under the emulator
+/* The AMD kernels of the hip/kernels headers end to end under the emulator
  * (mla_amd_emu_run), both archs, against an fp64 reference of SPEC section
  * 2 computed here: the fast tier at K3 (H 12, L 8: the 96-row stage 1),
  * DeepSeek (H 16, L 4: 64 rows) and a small shape (32 rows), the per-head

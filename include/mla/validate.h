@@ -76,6 +76,11 @@ typedef struct mla_backend {
     mla_status (*run)(const struct mla_backend *b, const mla_fixture *fx, mla_outputs *out,
                       mla_error *err);
     int arg; /* backend-specific: mutation id, GPU tier */
+    /* 1: MLA_ERR_RUNTIME from run is a fault of the kernel itself (the
+     * emulated AMD tiers: out-of-bounds access, LDS race, barrier
+     * divergence, a launch the hardware would refuse): the verdict is FAIL
+     * naming it, not ERROR. */
+    int fault_is_fail;
 } mla_backend;
 
 size_t mla_backend_count(void);
