@@ -379,7 +379,7 @@ static hipError_t launch_fast(const SplitLaunch &a)
                  : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
 #else
     if (rows <= 32)
-        e = launch_stage1_mma<2, 4, 1, bf16_t, 0>(p1, grid, a.stream);
+        e = launch_stage1_mma<2, 8, 1, bf16_t, 0>(p1, grid, a.stream);
     else
         e = launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream); // gfx950 only
 #endif
@@ -410,7 +410,7 @@ static hipError_t launch_perhead(const SplitLaunch &a)
 #if defined(MLA_TARGET_NVIDIA)
     e = launch_stage1_mma<1, 4, 1, float, 1024>(p1, grid, a.stream);
 #else
-    e = launch_stage1_mma<2, 4, 1, float, 0>(p1, grid, a.stream);
+    e = launch_stage1_mma<2, 8, 1, float, 0>(p1, grid, a.stream);
 #endif
     if (e != hipSuccess)
         return e;

@@ -79,9 +79,9 @@ constexpr Stage1Smem stage1_smem_plan(int rows, int qpitch)
 // 209,536 B at 96 rows: over both archs' LDS.
 //   gfx950 (CDNA4, 160 KiB): 64-row blocks, Q in LDS, two K/V stages:
 //          162,560 B; 96 rows run as two 64-row blocks.
-//   gfx942 (CDNA3, 64 KiB): 32-row blocks; Q in registers (each of the two
-//          waves holds every other K step of the tile's 32 rows and computes
-//          a partial S into its own score buffer), one K/V stage: 49,024 B.
+//   gfx942 (CDNA3, 64 KiB): 32-row blocks of 4 waves; Q in registers (wave
+//          w holds K steps w, w + 4, ... of the tile's 32 rows and computes a
+//          partial S into its own score buffer), one K/V stage: 58,240 B.
 struct AmdStage1Arch {
     int lds_limit; // bytes per workgroup
     int max_rows;  // rows per stage-1 CTA (32 or 64)
@@ -114,11 +114,11 @@ constexpr Stage1Smem amd_stage1_smem_plan(AmdStage1Arch a, int rows, int nw)
     m.bytes = m.qdesc;
     return m;
 }
-static_assert(amd_stage1_smem_plan(AMD_GFX942, 32, 4).bytes <= AMD_GFX942.lds_limit,
+static_assert(amd_stage1_smem_plan(AMD_GFX942, 32, 8).bytes <= AMD_GFX942.lds_limit,
               "gfx942 stage 1 exceeds 64 KiB of LDS");
 static_assert(amd_stage1_smem_plan(AMD_GFX950, 64, 8).bytes <= AMD_GFX950.lds_limit,
               "gfx950 stage 1 exceeds 160 KiB of LDS");
-static_assert(amd_stage1_smem_plan(AMD_GFX950, 32, 4).bytes <= AMD_GFX950.lds_limit,
+static_assert(amd_stage1_smem_plan(AMD_GFX950, 32, 8).bytes <= AMD_GFX950.lds_limit,
               "gfx950 32-row stage 1 exceeds 160 KiB of LDS");
 #endif // !MLA_TARGET_NVIDIA
 

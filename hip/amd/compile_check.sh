@@ -82,5 +82,16 @@ for src in "$@"; do
     fi
 done
 echo "(MFMA: static count of $mfma instructions per kernel; LDS: the static size, the kernels take"
-echo " theirs as dynamic shared memory at launch: emu/README.md lists what stage 1 asks for)"
+echo " theirs as dynamic shared memory at launch; stage 1's, from the arch's plan in hip/config.h:)"
+# The stage-1 LDS plan of this arch (host-compiled probe: the device pass
+# cannot print a constexpr).
+probe="$out/lds_plan.$arch"
+if "$clang" -x c++ -std=c++17 -w -O1 -D__${arch}__ -DMLA_HIP_MINIMAL -I"$here" -I"$here/../include" \
+    "$here/amd/lds_plan.cpp" -o "$probe" >"$probe.log" 2>&1; then
+    "$probe" || { echo "FAIL: a stage-1 LDS plan exceeds $arch's LDS"; status=1; }
+else
+    echo "FAIL: the LDS plan probe does not compile for $arch:"
+    cat "$probe.log"
+    status=1
+fi
 exit $status
