@@ -1,5 +1,5 @@
 /* Run the AMD GPU tiers under the wave64 emulator (emu/README.md): the
- * AMD kernels (hip/kernels/*.h) built for an emulated gfx942 or gfx950,
+ * AMD kernels (the hip/kernels headers) built for an emulated gfx942 or gfx950,
  * every global and LDS access checked. For the validator's backends
  * amd-gfx942-emu and amd-gfx950-emu. Not thread-safe: one call at a time
  * per process (the emulator runs workgroups on the calling thread). */
