@@ -15,10 +15,10 @@ extern "C" {
 
 typedef enum { MLA_AMD_EMU_GFX942 = 942, MLA_AMD_EMU_GFX950 = 950 } mla_amd_emu_arch;
 
-/* Run a kernel whose LDS request exceeds the arch's limit (64 KiB gfx942,
- * 160 KiB gfx950) instead of failing the launch as hardware does: checks
- * the kernel's logic; the result says nothing about whether it can run. */
-#define MLA_AMD_EMU_RELAX_LDS 1u
+/* Flags. A launch over the arch's LDS (64 KiB gfx942, 160 KiB gfx950)
+ * always fails as on the hardware: the kernels' plans (hip/config.h) fit,
+ * and no flag lifts the limit (the C++ runtime's set_lds_limit_override is
+ * for the emulator's own tests). */
 /* Test only (a planted fault for the validator's fault path): the KV pool
  * is declared to end one slot before the highest slot the indices name, so
  * the gather of that slot is an out-of-bounds global load. Backend entry

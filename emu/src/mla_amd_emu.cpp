@@ -148,13 +148,12 @@ mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_a
     if (d.lse)
         memset(d.lse, 0xff, lse_b);
 
-    mla_emu::set_lds_limit_override((flags & MLA_AMD_EMU_RELAX_LDS) ? 256 * 1024 : 0);
+    (void)flags; // none defined for mla_amd_emu_run (MLA_AMD_EMU_SHORT_POOL is the backend entry's)
     mla_emu_tier_run r;
     memset(&r, 0, sizeof r);
     r.g = &d;
     r.tier = tier;
     run(r);
-    mla_emu::set_lds_limit_override(0);
     if (info) {
         info->fault = r.status;
         snprintf(info->launches, sizeof info->launches, "%s", r.what);
