@@ -3,6 +3,10 @@
 // faults with the expected kind, or its result leaves the accuracy bound.
 // Usage: test_emu_mutant missing-barrier|lds-oob|wrong-result
 #include "mla_case.h"
+
+#ifndef MLA_EMU_MUT_ARCH
+#define MLA_EMU_MUT_ARCH MLA_AMD_EMU_GFX950
+#endif
 #include "mla_emu/runtime.h"
 #include "mla_emu_internal.h"
 
@@ -24,7 +28,7 @@ int main(int argc, char **argv)
     mla_error err;
     memset(&err, 0, sizeof err);
     const mla_status st = mla_amd_emu_run_with(MLA_EMU_MUT_NS::emu_run_tier, &c.a, c.slots, MLA_GPU_TIER_FAST,
-                                               MLA_AMD_EMU_GFX950, 0, &info, &err);
+                                               MLA_EMU_MUT_ARCH, 0, &info, &err);
     double le = 0, w = 0;
     if (st == MLA_OK)
         w = worst(&c, &le);
