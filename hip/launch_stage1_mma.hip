@@ -20,7 +20,7 @@ hipError_t launch_stage1_mma(const Stage1Params &p, dim3 grid, hipStream_t st)
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
-    stage1_kernel<MT, NW, RG, PT, PADK><<<grid, NW * 32, smem, st>>>(p);
+    MLA_LAUNCH(grid, NW * 32, smem, st, p, stage1_kernel<MT, NW, RG, PT, PADK>);
     return hipGetLastError();
 }
 

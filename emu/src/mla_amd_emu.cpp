@@ -1,6 +1,6 @@
 // C API of the emulated AMD tiers (include/mla_amd_emu.h): copies the host
 // tensors into checked emulator buffers, applies the split tiers' decline
-// rules, runs the arch's kernels and copies the outputs back.
+// rules (the arch's mla_gpu_declines), runs the arch's build of the library and copies the outputs back.
 #include "mla_amd_emu.h"
 
 #include "mla_emu/runtime.h"
@@ -14,30 +14,11 @@
 
 namespace {
 
-// The split tiers' shape rules (mla_gpu.hip split_tier_shape_declines with
-// the AMD row blocks): the emulator must decline exactly what the GPU
-// library declines.
-const char *split_declines(const mla_shape *s, mla_gpu_tier tier, mla_amd_emu_arch arch)
+// The split tiers' decline rules: mla_gpu_declines of the arch's build of
+// hip/api.hip (the emulator runs the library's own host code).
+const char *split_declines(const mla_gpu_args *a, mla_gpu_tier tier, mla_amd_emu_arch arch)
 {
-    const char *why = mla_can_handle(s);
-    if (why)
-        return why;
-    if (s->head_dim % 16 != 0 || s->head_dim > 576)
-        return "head_dim is not a multiple of 16 up to 576 (tensor-core k16 steps, 576-wide smem rows)";
-    if (s->v_head_dim % 64 != 0 || s->v_head_dim > 512)
-        return "v_head_dim is not a multiple of 64 up to 512 (accumulator tiles, 64-column merge chunks)";
-    if (s->num_seqs > 65535 || s->num_heads > 65535)
-        return "batch or head count beyond the grid's y/z limit";
-    if ((long long)s->num_heads * s->q_len > (1 << 24))
-        return "num_heads * q_len too large";
-    const int HL = s->num_heads * s->q_len;
-    const int rows = arch == MLA_AMD_EMU_GFX950 ? mla_emu_gfx950::emu_fast_rows(HL) : mla_emu_gfx942::emu_fast_rows(HL);
-    long long ns = mla_sp_fast_num_splits(s->num_seqs, mla_sp_fast_row_blocks(HL, rows), MLA_GPU_FAST_TARGET_CTAS);
-    if (tier != MLA_GPU_TIER_FAST)
-        ns = MLA_SP_PERHEAD_MAX_SPLITS;
-    if (mla_emu_gfx942::emu_stage2_smem(s->q_len, (int)ns, s->head_dim) > 200 * 1024)
-        return "q_len too large for the stage-2 shared-memory score block";
-    return nullptr;
+    return arch == MLA_AMD_EMU_GFX950 ? mla_emu_gfx950::emu_declines(a, tier) : mla_emu_gfx942::emu_declines(a, tier);
 }
 
 struct Bufs {
@@ -78,13 +59,13 @@ mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_a
     }
     const mla_shape *s = &a->shape;
     if (tier == MLA_GPU_TIER_AUTO)
-        tier = !split_declines(s, MLA_GPU_TIER_FAST, arch)      ? MLA_GPU_TIER_FAST
-               : !split_declines(s, MLA_GPU_TIER_PERHEAD, arch) ? MLA_GPU_TIER_PERHEAD
+        tier = !split_declines(a, MLA_GPU_TIER_FAST, arch)      ? MLA_GPU_TIER_FAST
+               : !split_declines(a, MLA_GPU_TIER_PERHEAD, arch) ? MLA_GPU_TIER_PERHEAD
                                                                 : MLA_GPU_TIER_GENERIC;
     if (info)
         info->ran = tier;
     if (tier == MLA_GPU_TIER_FAST || tier == MLA_GPU_TIER_PERHEAD) {
-        const char *why = split_declines(s, tier, arch);
+        const char *why = split_declines(a, tier, arch);
         if (!why && a->sinks)
             why = "sinks present";
         if (why) {

@@ -21,6 +21,7 @@ struct mla_emu_tier_run {
     void emu_run_tier(mla_emu_tier_run &r);                                                        \
     int emu_fast_rows(int HL);                                                                     \
     long long emu_stage2_smem(int L, int NS, int D);                                               \
+    const char *emu_declines(const mla_gpu_args *a, int tier);                                     \
     }
 MLA_EMU_DECLARE_ARCH(mla_emu_gfx942)
 MLA_EMU_DECLARE_ARCH(mla_emu_gfx950)
