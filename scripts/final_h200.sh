@@ -1,21 +1,51 @@
 #!/bin/bash
-# The H200 report run (reports/h200/gpu-suite.md), on the device machine from
-# the repo root: the GPU suite (run.sh gpu), mla-validate on the three GPU
-# backends, mla-bench, and the register / SASS census, all logs under $OUT.
-#   MLA_COMMIT=<hash> OUT=<dir> bash scripts/final_h200.sh
+# The H200 report run, on the device machine from the repo root, all logs
+# under $OUT:
+#   1. bash run.sh gpu: build the 'cuda' preset there and run every ctest
+#      labelled gpu (every tier on the catalogue, the kept variants,
+#      compute-sanitizer memcheck / racecheck / synccheck, GPU validation of
+#      fixtures/data, the capture replay through libmla_gpu);
+#   2. mla-validate on the GPU backends with a report (validate-gpu.*);
+#   3. scripts/bench_peers.sh: ours (both kv layouts), FlashMLA, SGLang's
+#      Triton kernels when .sglang is carried, and a 'before' build when
+#      .tools/before/mla-bench is carried, interleaved rounds, one command;
+#   4. the ptxas register / spill lines of the build.
+#   MLA_COMMIT=<hash> OUT=<dir> bash scripts/final_h200.sh [--skip-suite] [--rounds N]
 # (the device copy of the tree has no .git, so the commit is passed in).
 set -u
-case "${1:-}" in -h|--help) sed -n 2,6p "$0"; exit 0 ;; esac
+skip_suite=0 rounds=2
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --skip-suite) skip_suite=1; shift ;;
+        --rounds) rounds=$2; shift 2 ;;
+        *) echo "final_h200: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
 export MLA_COMMIT=${MLA_COMMIT:?set MLA_COMMIT to the commit being run}
 : "${OUT:?set OUT to the directory for logs and reports}"
+mkdir -p "$OUT/logs"
 t0=$(date +%s)
-bash run.sh gpu > $OUT/run_gpu.log 2>&1; echo "run.sh gpu rc $? in $(( $(date +%s) - t0 )) s" | tee -a $OUT/run_gpu.log
-tail -15 $OUT/run_gpu.log
-grep -E 'tier runs|ERROR SUMMARY|RACECHECK SUMMARY|passed|failed' build-cuda/Testing/Temporary/LastTest.log | head -20 > $OUT/ctest_summary.txt
-mkdir -p $OUT/val $OUT/bench
-OPENBLAS_NUM_THREADS=16 timeout 200 build-cuda/validate/mla-validate --backend gpu --backend gpu-baseline --backend gpu-fallback --report $OUT/val fixtures/data > $OUT/validate.log 2>&1; echo "validate rc $?" | tee -a $OUT/validate.log; tail -3 $OUT/validate.log
-timeout 200 build-cuda/hip/mla-bench --out $OUT/bench > $OUT/bench.log 2>&1; echo "bench rc $?"; tail -2 $OUT/bench.log
-{ cuobjdump -res-usage build-cuda/hip/libmla_gpu.a 2>&1 | grep -E "Function|REG|SHARED" | grep -A1 ws_kernel;
-  cuobjdump -sass build-cuda/hip/libmla_gpu.a 2>/dev/null | awk '/Function :/ { f = $3 } f ~ /stage1/ && /HGMMA/ { g[f]++ } f ~ /stage1/ && /HMMA/ { h[f]++ } f ~ /stage1/ && /STL/ { l[f]++ } END { for (k in g) printf "per-kernel %s HMMA %d HGMMA %d STL %d\n", k, h[k], g[k], l[k]; for (k in h) if (!(k in g)) printf "per-kernel %s HMMA %d HGMMA 0 STL %d\n", k, h[k], l[k] }' | sort -u; } > $OUT/sass.txt 2>&1
-grep -E 'ws_kernel|stage1_kernel' -A3 $OUT/run_gpu.log | grep -E 'Compiling entry|spill|Used' | sed 's/ptxas info    : //' | paste - - - | sort -u > $OUT/ptxas.txt
-(cd $OUT && tar czf logs.tar.gz run_gpu.log validate.log bench.log && rm run_gpu.log validate.log bench.log)
+if [ $skip_suite -eq 0 ]; then
+    bash run.sh gpu > "$OUT/logs/run_gpu.log" 2>&1
+    echo "run.sh gpu rc $? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/logs/run_gpu.log"
+    grep -E 'tests passed|tests failed|Failed|\*\*\*' "$OUT/logs/run_gpu.log" | tail -15
+    cp build-cuda/Testing/Temporary/LastTest.log "$OUT/logs/ctest_gpu_LastTest.log" 2>/dev/null
+else
+    cmake --preset cuda > "$OUT/logs/run_gpu.log" 2>&1 && cmake --build --preset cuda >> "$OUT/logs/run_gpu.log" 2>&1
+    echo "cuda build rc $? in $(( $(date +%s) - t0 )) s"
+fi
+mkdir -p "$OUT/val"
+OPENBLAS_NUM_THREADS=16 timeout 300 build-cuda/validate/mla-validate --backend gpu --backend gpu-baseline \
+    --backend gpu-fallback --report "$OUT/val" fixtures/data > "$OUT/logs/validate.log" 2>&1
+echo "validate rc $?"; tail -3 "$OUT/logs/validate.log"
+before=""; [ -x .tools/before/mla-bench ] && before="--before .tools/before/mla-bench"
+sgl=""; [ -d .sglang ] && sgl="--sglang .sglang"
+fm=""; [ -x .tools/flashmla_bench ] && fm="--flashmla .tools/flashmla_bench"
+t1=$(date +%s)
+bash scripts/bench_peers.sh --ours build-cuda/hip/mla-bench $fm $before $sgl --rounds "$rounds" \
+    --out "$OUT/peers" --commit "$MLA_COMMIT" > "$OUT/logs/peers.log" 2>&1
+echo "bench_peers rc $? in $(( $(date +%s) - t1 )) s"
+grep -E 'Compiling entry|spill|Used' "$OUT/logs/run_gpu.log" | sed 's/ptxas info    : //' | paste - - - | sort -u > "$OUT/logs/ptxas.txt"
+(cd "$OUT" && tar czf logs.tar.gz logs peers/raw && rm -rf logs peers/raw)
+echo "total $(( $(date +%s) - t0 )) s"

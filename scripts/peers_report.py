@@ -10,6 +10,7 @@ rate that mla-bench measured in the same device command.
 import argparse
 import datetime
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -77,6 +78,7 @@ def main():
                    "kv_layout pages64 = slot lists from shuffled 64-token pages, random = a random "
                    "token permutation; FlashMLA always reads 64-token pages",
            "records": records}
+    os.makedirs(a.out, exist_ok=True)
     js = json.dumps(doc, indent=1)
     with open(f"{a.out}/peers.json", "w") as f:
         f.write(js + "\n")

@@ -24,6 +24,7 @@
  * (sequence, head block) tasks can run on worker threads in any order with
  * bit-identical results. */
 #include "mla/model.h"
+#include "mla/model_boundary.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -55,34 +56,47 @@ typedef struct {
     float lse_log_scale;           /* partial lse = (m + ln l) in units of 1 / scale */
     int skip_last_head_block;      /* the grid misses the last head block */
     int guard_empty;               /* empty rows give 0 / -inf, never 0/0 */
+    mla_mutation boundary;         /* a boundary bug of mla/model_boundary.h (split
+                                      ranges, kv_indices base, draft block), or NONE */
 } mutation_row;
 
-#define CORRECT round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 1
+#define CORRECT round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 1, MLA_MUT_NONE
+#define BOUNDARY(ID, DESC)                                                                         \
+    [ID] = {NULL, DESC, "split ranges / kv_indices base / draft block: boundary", round_bf16, 1, 0, 1,  \
+            1.0f, 1.0f, 0, 1, ID}
 static const mutation_row k_mutations[MLA_MUT_COUNT] = {
     [MLA_MUT_NONE] = {"none", "the kernel as designed", "nothing", CORRECT},
     [MLA_MUT_DROP_REMAINDER] = {"drop_remainder", "last split ignores the remainder",
                                 "split partition: keep_remainder", round_bf16, 0, 0, 1, 1.0f,
-                                1.0f, 0, 1},
+                                1.0f, 0, 1, MLA_MUT_NONE},
     [MLA_MUT_NO_CAUSAL] = {"no_causal", "drafts see later drafts", "draft mask: drafts_causal",
-                           round_bf16, 1, 0, 0, 1.0f, 1.0f, 0, 1},
+                           round_bf16, 1, 0, 0, 1.0f, 1.0f, 0, 1, MLA_MUT_NONE},
     [MLA_MUT_FP16_PARTIALS] = {"fp16_partials", "partials rounded to fp16, not bf16",
                                "partial storage: round_partial", mla_f32_round_f16, 1, 0, 1,
-                               1.0f, 1.0f, 0, 1},
+                               1.0f, 1.0f, 0, 1, MLA_MUT_NONE},
     [MLA_MUT_LSE_NO_MAX_SHIFT] = {"lse_no_max_shift", "merge exponentiates lse without the max",
                                   "split merge: merge_max_shift", round_bf16, 1, 0, 1, 0.0f, 1.0f,
-                                  0, 1},
+                                  0, 1, MLA_MUT_NONE},
     [MLA_MUT_LSE_BASE2] = {"lse_base2", "lse kept in base 2 but merged as natural",
-                           "partial lse: lse_log_scale", round_bf16, 1, 0, 1, 1.0f, LOG2E_F, 0, 1},
+                           "partial lse: lse_log_scale", round_bf16, 1, 0, 1, 1.0f, LOG2E_F, 0, 1, MLA_MUT_NONE},
     [MLA_MUT_PARTITION_OFF_BY_ONE] = {"partition_off_by_one", "split s starts one key late",
                                       "split partition: split_start_shift", round_bf16, 1, 1, 1,
-                                      1.0f, 1.0f, 0, 1},
+                                      1.0f, 1.0f, 0, 1, MLA_MUT_NONE},
     [MLA_MUT_SKIP_HEAD_BLOCK] = {"skip_head_block", "the last head block is never computed",
                                  "grid: skip_last_head_block", round_bf16, 1, 0, 1, 1.0f, 1.0f, 1,
-                                 1},
+                                 1, MLA_MUT_NONE},
     [MLA_MUT_EMPTY_PREFIX_NAN] = {"empty_prefix_nan", "empty prefix divides 0/0 as upstream",
-                                  "empty rows: guard_empty", round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 0},
+                                  "empty rows: guard_empty", round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 0, MLA_MUT_NONE},
+    BOUNDARY(MLA_MUT_SPLIT_DROP_FIRST, "split s loses its first token"),
+    BOUNDARY(MLA_MUT_SPLIT_DROP_LAST, "split s loses its last token"),
+    BOUNDARY(MLA_MUT_SPLIT_DUP_NEXT, "split s also reads the next split's first token"),
+    BOUNDARY(MLA_MUT_SPLIT_SHIFT, "split s starts and ends one token late"),
+    BOUNDARY(MLA_MUT_NEXT_SEQ_FIRST, "the last split reads the next sequence's first token"),
+    BOUNDARY(MLA_MUT_KV_INDICES_OFF_BY_ONE, "kv_indices read one entry late"),
+    BOUNDARY(MLA_MUT_DRAFT_OFF_BY_ONE, "the draft block sees one draft too many"),
 };
 #undef CORRECT
+#undef BOUNDARY
 
 static const mutation_row *mutation_of(mla_mutation m)
 {
@@ -92,6 +106,8 @@ static const mutation_row *mutation_of(mla_mutation m)
 const char *mla_mutation_name(mla_mutation m)
 {
     const mutation_row *r = mutation_of(m);
+    if (r && !r->name) /* boundary rows take the boundary header's names */
+        return mla_boundary_mutation_name(m);
     return r ? r->name : "unknown";
 }
 
@@ -226,7 +242,7 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
                          int32_t end)
 {
     const mla_fixture *fx = c->fx;
-    const int64_t kv_base = fx->kv_indptr[b];
+    const int64_t kv_base = fx->kv_indptr[b] + mla_boundary_kv_shift(c->mut->boundary);
     const int nrows = nh * c->len;
     const int block_n = c->plan.blk.block_n;
     int r, j, d;
@@ -338,7 +354,9 @@ static void merge_splits(model_ctx *c, int hl, int i, int32_t active, float *lse
 /* Stage 2, draft half: the L x L block of row i in fp32, one tile. */
 static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
 {
-    const int visible = c->mut->drafts_causal ? i + 1 : c->len;
+    /* The correct count, then what a boundary bug of the draft block reads. */
+    const int visible =
+        mla_boundary_draft_visible(c->mut->boundary, c->mut->drafts_causal ? i + 1 : c->len, c->len);
     float m = -INFINITY, l = 0.0f;
     int j, d;
 
@@ -548,6 +566,8 @@ static void run_task(model_ctx *c, int32_t b, int32_t hb, mla_bf16 *o, float *ls
     for (s = 0; s < active; s++) {
         int32_t begin, end;
         split_range(c, prefix, active, s, &begin, &end);
+        mla_boundary_range(c->mut->boundary, prefix, active, s,
+                           fx->kv_indptr[b] + (int64_t)prefix < fx->num_kv_indices, &begin, &end);
         stage1_split(c, b, nh, s, begin, end);
     }
     for (hl = 0; hl < nh; hl++)

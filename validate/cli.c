@@ -32,6 +32,8 @@ static void usage(FILE *f)
 "  --report DIR      write DIR/report.md, report.json and report.html\n"
 "  --json FILE       write every metric as JSON\n"
 "  --oracle-max-gflop X  skip the fp64 oracle above X GFLOP per case (default %.0f)\n"
+"  --max-memory N    refuse a file whose declared tensors exceed N bytes (16G, 512M;\n"
+"                    default min(half of RAM, 16 GiB)), before reading any of it\n"
 "  --quiet           one line per case and backend only\n"
 "  --list-backends   print the backend table and exit\n"
 "  -h, --help        this text\n"
@@ -202,6 +204,12 @@ int val_parse_args(int argc, char **argv, val_opts *o)
         } else if (!strcmp(a, "--oracle-max-gflop") && has) {
             if (!parse_nonneg(argv[++i], &o->oracle_max)) {
                 fprintf(stderr, "mla-validate: --oracle-max-gflop needs a number >= 0, got '%s'\n",
+                        argv[i]);
+                goto bad;
+            }
+        } else if (!strcmp(a, "--max-memory") && has) {
+            if (!mla_parse_bytes(argv[++i], &o->max_memory) || o->max_memory == 0) {
+                fprintf(stderr, "mla-validate: --max-memory needs a size such as 16G or 512M, got '%s'\n",
                         argv[i]);
                 goto bad;
             }

@@ -29,6 +29,7 @@ typedef struct {
     size_t nsel;
     const char *dump_dir, *report_dir, *json_path;
     double oracle_max;
+    uint64_t max_memory; /* --max-memory; 0: the reader's default */
     int quiet;
     /* --catalogue: cases generated in memory instead of files. */
     int catalogue, small, have_seed;

@@ -75,7 +75,10 @@ static void run_files(val_suite *s, const val_opts *o)
         mla_error err = {{0}};
         if (!o->quiet)
             fprintf(stderr, "[%zu/%zu] %s\n", fi + 1, o->files.n, file);
-        if (mla_fixture_read_guarded(file, &fx, &err) != MLA_OK) {
+        mla_read_options ro;
+        memset(&ro, 0, sizeof ro);
+        ro.max_memory = o->max_memory;
+        if (mla_fixture_read_guarded_opts(file, &ro, &fx, &err) != MLA_OK) {
             fprintf(stderr, "mla-validate: %s\n", err.msg);
             s->n_unreadable++;
             continue;

@@ -73,19 +73,60 @@ mla_status mla_fixture_sizes_of(const mla_fixture *fx, mla_fixture_sizes *sz, ml
  * it before returning; the writer calls it before writing. */
 mla_status mla_fixture_check(const mla_fixture *fx, mla_error *err);
 
-/* Read and fully check one file. On failure *fx is left empty and err names
- * the file, the dataset or attribute, and the rule. */
+/* Config rules alone, and one indptr (starts at 0, never decreases; n =
+ * num_seqs, so p has n + 1 entries). mla_fixture_check calls both. */
+mla_status mla_fixture_check_config(const mla_config *c, mla_error *err);
+mla_status mla_fixture_check_indptr(const char *name, const int32_t *p, int32_t n,
+                                    mla_error *err);
+
+/* Limits of one read. A file's header declares its tensors' sizes; the
+ * reader adds them up (every tensor it would load) and refuses the file
+ * before allocating anything when the total passes max_memory. */
+typedef struct {
+    uint64_t max_memory; /* bytes; 0 = mla_fixture_default_max_memory() */
+} mla_read_options;
+
+/* min(half of physical memory, 16 GiB): the largest catalogue case (bs 8
+ * at a 128k prefix) needs 1.2 GB, a hostile header asks for terabytes. */
+uint64_t mla_fixture_default_max_memory(void);
+
+/* "17179869184", "16G", "512M", "64k" (binary units, optional "iB"/"B")
+ * -> bytes. 1 on success, 0 on a malformed or overflowing value; for the
+ * CLIs' --max-memory. */
+int mla_parse_bytes(const char *s, uint64_t *out);
+
+/* Read and fully check one file, in this process. On failure *fx is left
+ * empty and err names the file, the dataset or attribute, and the rule (or
+ * the limit that was hit). Besides SPEC section 6 the reader refuses what
+ * could make it read other files or memory the file does not pay for:
+ * external links, external storage, virtual datasets, filters other than
+ * shuffle and deflate, sparse (partly written) chunked datasets, data
+ * stored smaller than deflate can make it, and declared sizes over the
+ * memory limit. opt may be NULL (defaults). */
 mla_status mla_fixture_read(const char *path, mla_fixture *fx, mla_error *err);
+mla_status mla_fixture_read_opts(const char *path, const mla_read_options *opt, mla_fixture *fx,
+                                 mla_error *err);
 
-/* mla_fixture_read behind a guard for untrusted files: the file is first
- * read in a child process, so a corrupt file that crashes or hangs the HDF5
- * library itself (seen with damaged global heaps of variable-length string
- * attributes in HDF5 1.10) becomes an MLA_ERR_INVALID with a message instead
- * of taking the caller down. The command-line tools use this; a library
- * user who cannot fork calls mla_fixture_read. POSIX only. */
+/* The reader for untrusted files. libhdf5 1.10 itself can crash, hang or
+ * corrupt its heap on a damaged file (seen with damaged global heaps of
+ * variable-length strings), which no check of ours can precede. So a child
+ * process does the whole read and check, then hands the checked arrays to
+ * this process through a pipe; this process never calls libhdf5 on the
+ * file, bounds everything it receives by the memory limit and checks the
+ * result again (mla_fixture_check). A crash in the child is reported as
+ * "reader crashed" (MLA_ERR_INVALID; the CLIs exit 2); a child that takes
+ * longer than its time limit (10 s plus 20 s per GiB of declared tensor
+ * sizes: derived from what the file claims, not from its size) is killed.
+ * The command-line tools use this. POSIX only; fails (it never falls back
+ * to reading in this process) when it cannot fork. */
 mla_status mla_fixture_read_guarded(const char *path, mla_fixture *fx, mla_error *err);
+mla_status mla_fixture_read_guarded_opts(const char *path, const mla_read_options *opt,
+                                         mla_fixture *fx, mla_error *err);
 
-/* Write one file (shuffle + deflate level `deflate_level`, 0 = none). */
+/* Write one file (shuffle + deflate level `deflate_level`, 0 = none). The
+ * data goes to a new temporary file in the same directory, renamed onto
+ * `path` only when complete: a failed write leaves `path` as it was, and
+ * nothing the writer did not create is ever removed. */
 mla_status mla_fixture_write(const char *path, const mla_fixture *fx, int deflate_level,
                              mla_error *err);
 

@@ -23,6 +23,14 @@ typedef enum {
     MLA_MUT_PARTITION_OFF_BY_ONE, /* split s starts one key late */
     MLA_MUT_SKIP_HEAD_BLOCK,    /* the last head block is never computed */
     MLA_MUT_EMPTY_PREFIX_NAN,   /* empty prefix divides 0/0 as upstream */
+    /* Boundary bugs (issue 17; behaviour in mla/model_boundary.h). */
+    MLA_MUT_SPLIT_DROP_FIRST,   /* the middle split skips its first token */
+    MLA_MUT_SPLIT_DROP_LAST,    /* the middle split stops one token early */
+    MLA_MUT_SPLIT_DUP_NEXT,     /* the middle split also reads the next split's first token */
+    MLA_MUT_SPLIT_SHIFT,        /* the middle split's window starts and ends one token late */
+    MLA_MUT_NEXT_SEQ_FIRST,     /* the last split reads the next sequence's first token */
+    MLA_MUT_KV_INDICES_OFF_BY_ONE, /* kv_indices read from kv_indptr[b] + 1 */
+    MLA_MUT_DRAFT_OFF_BY_ONE,   /* draft row i also sees draft i + 1 */
     MLA_MUT_COUNT
 } mla_mutation;
 

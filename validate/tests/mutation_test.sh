@@ -15,7 +15,8 @@ else
 fi
 caught=0; planted=0
 for m in drop-remainder no-causal fp16-partials lse-no-max-shift lse-base2 \
-         partition-off-by-one skip-head-block empty-prefix-nan; do
+         partition-off-by-one skip-head-block empty-prefix-nan split-drop-first split-drop-last \
+         split-dup-next split-shift next-seq-first kv-indices-off-by-one draft-off-by-one; do
     planted=$((planted + 1))
     out=$("$v" --quiet --backend "model:$m" "$data" 2>&1)
     rc=$?
