@@ -60,6 +60,39 @@ static void load(const char *name, const char *file, uint64_t seed, int has_seed
         die(name, &err);
 }
 
+/* The array sizes of a fixture (exits on an invalid one). */
+static mla_fixture_sizes sizes_of(const mla_fixture *fx)
+{
+    mla_fixture_sizes sz;
+    mla_error err = {{0}};
+    if (mla_fixture_sizes_of(fx, &sz, &err) != MLA_OK)
+        die("sizes", &err);
+    return sz;
+}
+
+/* --name CASE / --in FILE at argv[*i] (every command takes one of them):
+ * 1 and *i advanced past the value when it is one. */
+static int source_arg(int argc, char **argv, int *i, const char **name, const char **file)
+{
+    if (!strcmp(argv[*i], "--name") && *i + 1 < argc)
+        *name = argv[++*i];
+    else if (!strcmp(argv[*i], "--in") && *i + 1 < argc)
+        *file = argv[++*i];
+    else
+        return 0;
+    return 1;
+}
+
+/* Exactly one of --name, --in: 0, else a message and 2 (bad usage). */
+static int source_check(const char *cmd, const char *name, const char *file)
+{
+    if (!name == !file) {
+        fprintf(stderr, "mla-needle %s: give one of --name, --in\n", cmd);
+        return 2;
+    }
+    return 0;
+}
+
 /* ---- fp64 oracle and the delta construction ---- */
 
 typedef struct {
@@ -68,14 +101,18 @@ typedef struct {
 
 static void oracle_of(const mla_fixture *fx, oracle_out *r)
 {
-    mla_fixture_sizes sz;
+    const mla_fixture_sizes sz = sizes_of(fx);
     mla_error err = {{0}};
-    if (mla_fixture_sizes_of(fx, &sz, &err) != MLA_OK)
-        die("sizes", &err);
     r->o = xmalloc(sz.o * sizeof(double));
     r->lse = xmalloc(sz.lse * sizeof(double));
     if (mla_oracle_run(fx, r->o, r->lse, &err) != MLA_OK)
         die("oracle", &err);
+}
+
+static void oracle_free(oracle_out *r)
+{
+    free(r->o);
+    free(r->lse);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -201,10 +238,8 @@ typedef struct {
 
 static void judge_prepare(const mla_fixture *fx, judge_ctx *j)
 {
-    mla_fixture_sizes sz;
+    const mla_fixture_sizes sz = sizes_of(fx);
     mla_error err = {{0}};
-    if (mla_fixture_sizes_of(fx, &sz, &err) != MLA_OK)
-        die("sizes", &err);
     j->fx = fx;
     j->ref_o = xmalloc(sz.o * sizeof(float));
     j->ref_lse = xmalloc(sz.lse * sizeof(float));
@@ -212,17 +247,21 @@ static void judge_prepare(const mla_fixture *fx, judge_ctx *j)
         die("reference", &err);
 }
 
+static void judge_free(judge_ctx *j)
+{
+    free(j->ref_o);
+    free(j->ref_lse);
+}
+
 /* The judge's verdict on bf16 outputs o16 (+ lse or NULL) on `path`. */
 static mla_verdict judge_bf16(const judge_ctx *j, mla_path path, const mla_bf16 *o16,
                               const float *lse, mla_metrics *m, char *reason, size_t rn)
 {
-    mla_fixture_sizes sz;
-    mla_error err = {{0}};
-    mla_fixture_sizes_of(j->fx, &sz, &err);
+    const mla_fixture_sizes sz = sizes_of(j->fx);
     float *o = xmalloc(sz.o * sizeof(float));
     for (size_t e = 0; e < sz.o; ++e)
         o[e] = mla_bf16_to_f32(o16[e]);
-    mla_judge_input in = {j->fx, j->ref_o, j->ref_lse, NULL, NULL};
+    mla_judge_input in = {.fx = j->fx, .ref_o = j->ref_o, .ref_lse = j->ref_lse};
     mla_verdict v = mla_judge(&in, path, o, NULL, lse, m, reason, rn);
     free(o);
     return v;
@@ -289,11 +328,9 @@ static int cmd_map(int argc, char **argv)
     const char *name = NULL, *file = NULL;
     int weights = 0, verbose = 0;
     for (int i = 0; i < argc; ++i) {
-        if (!strcmp(argv[i], "--name") && i + 1 < argc)
-            name = argv[++i];
-        else if (!strcmp(argv[i], "--in") && i + 1 < argc)
-            file = argv[++i];
-        else if (!strcmp(argv[i], "--weights"))
+        if (source_arg(argc, argv, &i, &name, &file))
+            continue;
+        if (!strcmp(argv[i], "--weights"))
             weights = 1;
         else if (!strcmp(argv[i], "-v"))
             verbose = 1;
@@ -302,10 +339,8 @@ static int cmd_map(int argc, char **argv)
             return 2;
         }
     }
-    if (!name == !file) {
-        fprintf(stderr, "mla-needle map: give one of --name, --in\n");
+    if (source_check("map", name, file))
         return 2;
-    }
     mla_fixture fx;
     load(name, file, 0, 0, &fx);
     mla_needle *map;
@@ -415,11 +450,9 @@ static int cmd_captured(int argc, char **argv)
     const char *muts[64];
     int nm = 0, exact = 0, cross = 0, keep = 0;
     for (int i = 0; i < argc; ++i) {
-        if (!strcmp(argv[i], "--name") && i + 1 < argc)
-            name = argv[++i];
-        else if (!strcmp(argv[i], "--in") && i + 1 < argc)
-            file = argv[++i];
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+        if (source_arg(argc, argv, &i, &name, &file))
+            continue;
+        if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
         else if (!strcmp(argv[i], "--mutant") && i + 1 < argc && nm < 64)
             muts[nm++] = argv[++i];
@@ -448,10 +481,8 @@ static int cmd_captured(int argc, char **argv)
             return 2;
         }
     }
-    if (!name == !file) {
-        fprintf(stderr, "mla-needle captured: give one of --name, --in\n");
+    if (source_check("captured", name, file))
         return 2;
-    }
     if (nm == 0) {
         muts[nm++] = "none";
         for (size_t k = 0; k < N_DEFAULT_MUTANTS; ++k)
@@ -459,9 +490,8 @@ static int cmd_captured(int argc, char **argv)
     }
     mla_fixture fx;
     load(name, file, 0, 0, &fx);
-    mla_fixture_sizes sz;
+    const mla_fixture_sizes sz = sizes_of(&fx);
     mla_error err = {{0}};
-    mla_fixture_sizes_of(&fx, &sz, &err);
     double t0 = now_s();
     oracle_out base = {0};
     if (!exact || cross)
@@ -534,8 +564,7 @@ static int cmd_captured(int argc, char **argv)
     }
     free(o);
     free(lse);
-    free(base.o);
-    free(base.lse);
+    oracle_free(&base);
     mla_fixture_free(&fx);
     if (validate || cross)
         printf("captured: %s\n", bad ? "FAILED" : "all as expected");
@@ -550,11 +579,9 @@ static int cmd_model(int argc, char **argv)
     const char *muts[64];
     int nm = 0;
     for (int i = 0; i < argc; ++i) {
-        if (!strcmp(argv[i], "--name") && i + 1 < argc)
-            name = argv[++i];
-        else if (!strcmp(argv[i], "--in") && i + 1 < argc)
-            file = argv[++i];
-        else if (!strcmp(argv[i], "--mutation") && i + 1 < argc && nm < 64)
+        if (source_arg(argc, argv, &i, &name, &file))
+            continue;
+        if (!strcmp(argv[i], "--mutation") && i + 1 < argc && nm < 64)
             muts[nm++] = argv[++i];
         else {
             fprintf(stderr, "usage: mla-needle model (--name CASE | --in FILE) [--mutation NAME]...\n"
@@ -563,17 +590,14 @@ static int cmd_model(int argc, char **argv)
             return 2;
         }
     }
-    if (!name == !file) {
-        fprintf(stderr, "mla-needle model: give one of --name, --in\n");
+    if (source_check("model", name, file))
         return 2;
-    }
     mla_fixture fx;
     load(name, file, 0, 0, &fx);
     judge_ctx j;
     judge_prepare(&fx, &j);
-    mla_fixture_sizes sz;
+    const mla_fixture_sizes sz = sizes_of(&fx);
     mla_error err = {{0}};
-    mla_fixture_sizes_of(&fx, &sz, &err);
     mla_bf16 *o = xmalloc(sz.o * sizeof *o);
     float *lse = xmalloc(sz.lse * sizeof *lse);
     int bad = 0;
@@ -625,8 +649,7 @@ static int cmd_model(int argc, char **argv)
     printf("model mutants on %s: %s\n", fx.case_name, bad ? "FAILED" : "all as expected");
     free(o);
     free(lse);
-    free(j.ref_o);
-    free(j.ref_lse);
+    judge_free(&j);
     mla_fixture_free(&fx);
     return bad;
 }
@@ -676,8 +699,8 @@ static void judge_seq(const mla_fixture *fx, const judge_ctx *j, int32_t b, cons
         o32[e] = mla_bf16_to_f32(mla_f32_to_bf16((float)o[e]));
     for (size_t e = 0; e < nl; ++e)
         l32[e] = (float)lse[e];
-    mla_judge_input in = {&sv.v, j->ref_o + (size_t)q0 * H * Dv, j->ref_lse + (size_t)q0 * H,
-                          NULL, NULL};
+    mla_judge_input in = {.fx = &sv.v, .ref_o = j->ref_o + (size_t)q0 * H * Dv,
+                          .ref_lse = j->ref_lse + (size_t)q0 * H};
     mla_metrics m;
     char reason[512];
     *caught_lse = mla_judge(&in, MLA_PATH_BF16_P_PARTIALS, o32, NULL, l32, &m, reason,
@@ -697,6 +720,22 @@ static void seq_delta(const mla_fixture *fx, const oracle_out *base, int32_t b, 
     const int32_t L = mla_fixture_drafts(fx, b);
     for (int32_t i = 0; i < L; ++i)
         apply_delta(fx, q0 + i, R, nr, A, na, base, o, lse);
+}
+
+/* Whether the judge catches sequence 0 of fx (prefix P) with its last d
+ * prefix tokens dropped from every row (with lse or without); o/lse are
+ * scratch for the mutated outputs. */
+static int tail_drop_caught(const mla_fixture *fx, const oracle_out *base, const judge_ctx *j,
+                            int32_t P, int32_t d, int withlse, double *o, double *lse)
+{
+    int64_t *R = xmalloc((size_t)d * sizeof *R);
+    for (int32_t k = 0; k < d; ++k)
+        R[k] = fx->kv_indices[P - d + k];
+    seq_delta(fx, base, 0, R, (size_t)d, NULL, 0, o, lse);
+    free(R);
+    int cl, cn;
+    judge_seq(fx, j, 0, o, lse, &cl, &cn);
+    return withlse ? cl : cn;
 }
 
 static int cmd_power(int argc, char **argv)
@@ -771,14 +810,7 @@ static int cmd_power(int argc, char **argv)
                  * in practice: more dropped weight, larger error). */
                 int32_t lo = 0, hi = 1;
                 for (;;) {
-                    int64_t *R = xmalloc((size_t)hi * sizeof *R);
-                    for (int32_t k = 0; k < hi; ++k)
-                        R[k] = fx.kv_indices[P - hi + k];
-                    seq_delta(&fx, &base, 0, R, (size_t)hi, NULL, 0, o, lse);
-                    free(R);
-                    int cl, cn;
-                    judge_seq(&fx, &j, 0, o, lse, &cl, &cn);
-                    if (withlse ? cl : cn)
+                    if (tail_drop_caught(&fx, &base, &j, P, hi, withlse, o, lse))
                         break;
                     lo = hi;
                     if (hi >= P) {
@@ -789,14 +821,7 @@ static int cmd_power(int argc, char **argv)
                 }
                 while (hi <= P && hi - lo > 1) {
                     const int32_t mid = lo + (hi - lo) / 2;
-                    int64_t *R = xmalloc((size_t)mid * sizeof *R);
-                    for (int32_t k = 0; k < mid; ++k)
-                        R[k] = fx.kv_indices[P - mid + k];
-                    seq_delta(&fx, &base, 0, R, (size_t)mid, NULL, 0, o, lse);
-                    free(R);
-                    int cl, cn;
-                    judge_seq(&fx, &j, 0, o, lse, &cl, &cn);
-                    if (withlse ? cl : cn)
+                    if (tail_drop_caught(&fx, &base, &j, P, mid, withlse, o, lse))
                         hi = mid;
                     else
                         lo = mid;
@@ -810,10 +835,8 @@ static int cmd_power(int argc, char **argv)
                 worst_nolse = best[0];
             free(o);
             free(lse);
-            free(base.o);
-            free(base.lse);
-            free(j.ref_o);
-            free(j.ref_lse);
+            oracle_free(&base);
+            judge_free(&j);
             mla_fixture_free(&fx);
             }
             EMIT("| %d | %s | %s | %.2g%% | %.0fs |\n", P, cell[0], cell[1],
@@ -884,10 +907,8 @@ static int cmd_power(int argc, char **argv)
             fflush(stdout);
             free(o);
             free(lse);
-            free(base.o);
-            free(base.lse);
-            free(j.ref_o);
-            free(j.ref_lse);
+            oracle_free(&base);
+            judge_free(&j);
             free(map);
             mla_fixture_free(&fx);
         }

@@ -56,6 +56,7 @@ mla_ref_opts mla_ref_opts_default(void)
     o.row_tile = REF_ROW_TILE;
     o.use_prefix = 1;
     o.use_drafts = 1;
+    o.pstats = NULL;
     return o;
 }
 
@@ -187,6 +188,11 @@ typedef struct {
     float *m;   /* [M] running max */
     float *l;   /* [M] running sum of exp(s - m) */
     int32_t *vis_lo, *vis_hi; /* [M] the block's visible keys of each row: [lo, hi) */
+    /* P-rounding statistics pass (opts->pstats) only: */
+    float *cw;   /* [M, NB] c_k = v_k . o_row */
+    float *pinv; /* [M] final weight of exp(s - m): scale / denom, 0 for an empty row */
+    double *ps;  /* [M, 5] sum P^2, P^2 c, P^2 c^2, P |c|, P |c - |o|^2| */
+    double *on2; /* [M] |o_row|^2 */
 } ref_work;
 
 /* Visibility of one key source to one tile (SPEC section 2). Positions:
@@ -274,6 +280,64 @@ static void ref_block(ref_work *w, int32_t M, int32_t N, const float *v, int32_t
     }
 }
 
+/* Statistics pass over one key block, after the tile's output is final
+ * (w->acc then holds o_row, w->m the row's final max): the same scores,
+ * mask and cap as softmax_rows, the final weights P_k = exp(s_k - m) * pinv,
+ * c_k = value_alpha v_k . o_row by one GEMM (a non-finite value only spoils
+ * its own column, and only visible columns are read), and the double sums
+ * of P^2, P^2 c, P^2 c^2 over the visible keys. */
+static void ref_pstats_block(ref_work *w, int32_t M, int32_t N, const float *v, int32_t ldv,
+                             float score_alpha, float value_alpha, const ref_vis *vis)
+{
+    const int32_t NB = w->NB;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, w->D, score_alpha, w->qf, w->D,
+                w->kf, w->D, 0.0f, w->s, NB);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, w->Dv, value_alpha, w->acc, w->Dv,
+                v, ldv, 0.0f, w->cw, NB);
+    for (int32_t r = 0; r < M; r++) {
+        if (w->pinv[r] == 0.0f)
+            continue;
+        const float *s = w->s + (size_t)r * NB;
+        const float *cw = w->cw + (size_t)r * NB;
+        const int64_t qpos = vis->qpos0 + r / w->hg;
+        int64_t a = 0, b = N;
+        if (vis->window > 0) {
+            int64_t lo = qpos - vis->window - vis->kpos0;
+            a = lo < 0 ? 0 : (lo > N ? N : lo);
+        }
+        if (vis->causal) {
+            int64_t hi = qpos - vis->kpos0 + 1;
+            b = hi < 0 ? 0 : (hi > N ? N : hi);
+        }
+        double s0 = 0, s1 = 0, s2 = 0, ta = 0, tb = 0;
+        const double on2 = w->on2[r];
+        for (int64_t n = a; n < b; n++) {
+            float sc = s[n];
+            if (vis->cap > 0.0f)
+                sc = vis->cap * tanhf(sc / vis->cap);
+            const float e = ref_exp_nonpos(sc - w->m[r]);
+            /* The row's max key: exp(0) = 1 is exact in bf16, and a kernel
+             * that subtracts the running max gives it exactly that weight
+             * (it is the max of its block and split when processed). */
+            if (e == 1.0f)
+                continue;
+            const double p = (double)e * (double)w->pinv[r];
+            const double p2 = p * p, c = cw[n];
+            s0 += p2;
+            s1 += p2 * c;
+            s2 += p2 * c * c;
+            ta += p * fabs(c);
+            tb += p * fabs(c - on2);
+        }
+        double *ps = w->ps + (size_t)r * MLA_REF_PSTATS;
+        ps[0] += s0;
+        ps[1] += s1;
+        ps[2] += s2;
+        ps[3] += ta;
+        ps[4] += tb;
+    }
+}
+
 /* Gathers and converts the prefix keys of one block (values are their first
  * Dv columns); returns non-zero if a value is inf or NaN. (Software
  * prefetch of the rows ahead measured no gain, with 64-slot pages or with
@@ -354,6 +418,12 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
     w.l = alloc_array(Mmax, 1, sizeof(float), &ok);
     w.vis_lo = alloc_array(Mmax, 1, sizeof(int32_t), &ok);
     w.vis_hi = alloc_array(Mmax, 1, sizeof(int32_t), &ok);
+    if (opts->pstats) {
+        w.cw = alloc_array(Mmax, (size_t)NB, sizeof(float), &ok);
+        w.pinv = alloc_array(Mmax, 1, sizeof(float), &ok);
+        w.ps = alloc_array(Mmax, MLA_REF_PSTATS, sizeof(double), &ok);
+        w.on2 = alloc_array(Mmax, 1, sizeof(double), &ok);
+    }
     if (!ok) {
         mla_error_set(err, "reference: cannot allocate work buffers (%zu rows, key block %d)",
                       Mmax, (int)NB);
@@ -428,6 +498,8 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                      * (with or without a sink), and nothing is divided. (A
                      * row whose scores were all NaN also keeps m = -inf, but
                      * its l is NaN, and NaN is what it outputs.) */
+                    if (w.pinv)
+                        w.pinv[r] = 0.0f;
                     if (m == -INFINITY && w.l[r] == 0.0f) {
                         memset(orow, 0, (size_t)Dv * sizeof *orow);
                         if (lse)
@@ -449,6 +521,61 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                         orow[d] = acc[d] * scale / denom;
                     if (lse)
                         lse[(size_t)tok * H + h] = mm + logf(denom);
+                    if (w.pinv)
+                        w.pinv[r] = scale / denom;
+                }
+                if (opts->pstats) {
+                    /* Second pass over the same blocks with the final o and
+                     * weights (ref_pstats_block). */
+                    for (int32_t r = 0; r < M; r++) {
+                        const int64_t tok = qo + i0 + r / hg;
+                        const int32_t h = g * hg + r % hg;
+                        const float *orow = o + ((size_t)tok * H + h) * Dv;
+                        memcpy(w.acc + (size_t)r * Dv, orow, (size_t)Dv * sizeof(float));
+                        double n2 = 0;
+                        for (int32_t d = 0; d < Dv; d++)
+                            n2 += (double)orow[d] * orow[d];
+                        w.on2[r] = n2;
+                        for (int j = 0; j < MLA_REF_PSTATS; j++)
+                            w.ps[(size_t)r * MLA_REF_PSTATS + j] = 0;
+                    }
+                    if (opts->use_prefix && P > 0) {
+                        int64_t t_lo = window > 0 ? (int64_t)P + i0 - window : 0;
+                        if (t_lo < 0)
+                            t_lo = 0;
+                        vis.causal = 0;
+                        for (int64_t t0 = t_lo; t0 < P; t0 += NB) {
+                            const int32_t N = (int32_t)(P - t0 < NB ? P - t0 : NB);
+                            gather_prefix(w.kf, fx->kv_buffer, slots + t0, N, D, Dv, Hkv, g);
+                            vis.kpos0 = t0;
+                            ref_pstats_block(&w, M, N, w.kf, D, prefix_alpha, c->v_scale, &vis);
+                        }
+                    }
+                    if (opts->use_drafts) {
+                        int64_t j_lo = window > 0 ? (int64_t)i0 - window : 0;
+                        if (j_lo < 0)
+                            j_lo = 0;
+                        const int64_t j_hi = c->is_causal ? i1 : L;
+                        vis.causal = c->is_causal != 0;
+                        for (int64_t j0 = j_lo; j0 < j_hi; j0 += NB) {
+                            const int32_t N = (int32_t)(j_hi - j0 < NB ? j_hi - j0 : NB);
+                            for (int32_t n = 0; n < N; n++) {
+                                const size_t tok = (size_t)(qo + j0 + n);
+                                bf16_row_to_f32(w.kf + (size_t)n * D,
+                                                fx->k_extend + (tok * Hkv + g) * D, D);
+                                bf16_row_to_f32(w.vf + (size_t)n * Dv,
+                                                fx->v_extend + (tok * Hkv + g) * Dv, Dv);
+                            }
+                            vis.kpos0 = (int64_t)P + j0;
+                            ref_pstats_block(&w, M, N, w.vf, Dv, c->sm_scale, 1.0f, &vis);
+                        }
+                    }
+                    for (int32_t r = 0; r < M; r++) {
+                        const int64_t tok = qo + i0 + r / hg;
+                        const int32_t h = g * hg + r % hg;
+                        memcpy(opts->pstats + ((size_t)tok * H + h) * MLA_REF_PSTATS,
+                               w.ps + (size_t)r * MLA_REF_PSTATS, MLA_REF_PSTATS * sizeof(double));
+                    }
                 }
             }
         }
@@ -464,12 +591,24 @@ done:
     free(w.l);
     free(w.vis_lo);
     free(w.vis_hi);
+    free(w.cw);
+    free(w.pinv);
+    free(w.ps);
+    free(w.on2);
     return st;
 }
 
 mla_status mla_reference_run(const mla_fixture *fx, float *o, float *lse, mla_error *err)
 {
     const mla_ref_opts opts = mla_ref_opts_default();
+    return mla_reference_run_opts(fx, &opts, o, lse, err);
+}
+
+mla_status mla_reference_run_pstats(const mla_fixture *fx, float *o, float *lse, double *pstats,
+                                    mla_error *err)
+{
+    mla_ref_opts opts = mla_ref_opts_default();
+    opts.pstats = pstats;
     return mla_reference_run_opts(fx, &opts, o, lse, err);
 }
 

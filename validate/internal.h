@@ -53,6 +53,7 @@ typedef struct {
      * |s - 1| / threshold seen per path, printed at the end. */
     double bias_margin[MLA_PATH_COUNT];
     char bias_margin_where[MLA_PATH_COUNT][192];
+    int bias_apriori_p[MLA_PATH_COUNT]; /* results judged with the a-priori P term */
 } val_suite;
 
 void val_suite_init(val_suite *s, const val_opts *opt, const char *commit);

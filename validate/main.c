@@ -149,6 +149,11 @@ int main(int argc, char **argv)
         if (s.bias_margin_where[p][0])
             printf("mla-validate: bias margin, path '%s': largest |s-1|/threshold %.3f (%s)\n",
                    mla_path_name((mla_path)p), s.bias_margin[p], s.bias_margin_where[p]);
+    for (int p = 0; p < MLA_PATH_COUNT; ++p)
+        if (s.bias_apriori_p[p])
+            printf("mla-validate: bias test, path '%s': %d result(s) judged with the a-priori "
+                   "P-rounding term (B2), the reference's P statistics being unavailable\n",
+                   mla_path_name((mla_path)p), s.bias_apriori_p[p]);
     printf("mla-validate: %d passed, %d failed, %d declined, %d n/a, %d unreadable\n", s.n_pass,
            s.n_fail, s.n_decl, s.n_na, s.n_unreadable);
     if (report_ok && !o.quiet)

@@ -100,37 +100,52 @@ static void html_str(FILE *f, const char *s)
     }
 }
 
+/* Named values of one JSON object, written in order after its first key. */
+typedef struct {
+    const char *key, *v;
+} json_str_field;
+typedef struct {
+    const char *key;
+    double v;
+} json_num_field;
+
+static void json_strs(FILE *f, const char *sep, const json_str_field *fs, size_t n)
+{
+    for (size_t k = 0; k < n; ++k) {
+        fprintf(f, "%s\"%s\": ", sep, fs[k].key);
+        json_str(f, fs[k].v);
+    }
+}
+
+static void json_nums(FILE *f, const json_num_field *fs, size_t n)
+{
+    for (size_t k = 0; k < n; ++k) {
+        fprintf(f, ", \"%s\": ", fs[k].key);
+        json_num(f, fs[k].v);
+    }
+}
+
+#define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
+
 static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_result *r,
                            size_t n)
 {
     fputs("{\n  \"commit\": ", f);
     json_str(f, meta->commit);
-    fputs(",\n  \"machine\": ", f);
-    json_str(f, meta->machine);
-    fputs(",\n  \"command\": ", f);
-    json_str(f, meta->command);
-    fputs(",\n  \"date\": ", f);
-    json_str(f, meta->date);
-    fputs(",\n  \"backends\": ", f);
-    json_str(f, meta->backends);
+    const json_str_field head[] = {{"machine", meta->machine}, {"command", meta->command},
+                                   {"date", meta->date}, {"backends", meta->backends}};
+    json_strs(f, ",\n  ", head, NFIELDS(head));
     fputs(",\n  \"results\": [\n", f);
     for (size_t i = 0; i < n; ++i) {
         const mla_case_result *c = &r[i];
         const mla_metrics *m = &c->m;
         fputs("    {\"fixture\": ", f);
         json_str(f, c->fixture);
-        fputs(", \"case\": ", f);
-        json_str(f, c->case_name);
-        fputs(", \"family\": ", f);
-        json_str(f, c->family);
-        fputs(", \"backend\": ", f);
-        json_str(f, c->backend);
-        fputs(", \"path\": ", f);
-        json_str(f, mla_path_name(c->path));
-        fputs(", \"verdict\": ", f);
-        json_str(f, mla_verdict_name(c->verdict));
-        fputs(", \"reason\": ", f);
-        json_str(f, c->reason);
+        const json_str_field names[] = {
+            {"case", c->case_name}, {"family", c->family}, {"backend", c->backend},
+            {"path", mla_path_name(c->path)}, {"verdict", mla_verdict_name(c->verdict)},
+            {"reason", c->reason}};
+        json_strs(f, ", ", names, NFIELDS(names));
         fprintf(f, ", \"num_seqs\": %d, \"num_heads\": %d, \"q_len\": %d, \"max_prefix\": %lld, "
                    "\"splits\": ",
                 c->num_seqs, c->num_heads, c->q_len, (long long)c->max_prefix);
@@ -138,46 +153,24 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
             fputs("null", f); /* the backend did not report it */
         else
             fprintf(f, "%d", c->splits);
-        fputs(", \"seconds\": ", f);
-        json_num(f, c->seconds);
-        fputs(", \"max_abs\": ", f);
-        json_num(f, m->max_abs);
-        fputs(", \"worst_row_rel\": ", f);
-        json_num(f, m->worst_row_rel);
-        fputs(", \"nmse\": ", f);
-        json_num(f, m->nmse);
-        fputs(", \"cos_diff\": ", f);
-        json_num(f, m->cos_diff);
-        fputs(", \"worst_row_cos\": ", f);
-        json_num(f, m->worst_row_cos);
-        fputs(", \"within_1ulp\": ", f);
-        json_num(f, m->within_1ulp);
-        fputs(", \"worst_ratio\": ", f);
-        json_num(f, m->worst_ratio);
-        fputs(", \"lse_max_abs\": ", f);
-        json_num(f, m->lse_max_abs);
-        fputs(", \"lse_ratio\": ", f);
-        json_num(f, m->lse_ratio);
-        fputs(", \"cos_vs_oracle\": ", f);
-        json_num(f, m->cos_vs_oracle);
-        fputs(", \"max_abs_vs_oracle\": ", f);
-        json_num(f, m->max_abs_vs_oracle);
-        fputs(", \"bias_ratio\": ", f);
-        json_num(f, m->bias_ratio);
-        fputs(", \"bias_slope\": ", f);
-        json_num(f, m->bias_slope);
-        fputs(", \"bias_threshold\": ", f);
-        json_num(f, m->bias_threshold);
+        const json_num_field metrics[] = {
+            {"seconds", c->seconds}, {"max_abs", m->max_abs},
+            {"worst_row_rel", m->worst_row_rel}, {"nmse", m->nmse},
+            {"cos_diff", m->cos_diff}, {"worst_row_cos", m->worst_row_cos},
+            {"within_1ulp", m->within_1ulp}, {"worst_ratio", m->worst_ratio},
+            {"lse_max_abs", m->lse_max_abs}, {"lse_ratio", m->lse_ratio},
+            {"cos_vs_oracle", m->cos_vs_oracle}, {"max_abs_vs_oracle", m->max_abs_vs_oracle},
+            {"bias_ratio", m->bias_ratio}, {"bias_slope", m->bias_slope},
+            {"bias_threshold", m->bias_threshold}};
+        json_nums(f, metrics, NFIELDS(metrics));
         fputs(", \"bias_group\": ", f);
         json_str(f, m->bias_group);
-        fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld",
-                (long long)m->n_bias_groups, (long long)m->n_bias_over);
-        fputs(", \"cos_limit\": ", f);
-        json_num(f, m->cos_limit);
-        fputs(", \"row_cos_limit\": ", f);
-        json_num(f, m->row_cos_limit);
-        fputs(", \"rel_tol\": ", f);
-        json_num(f, m->rel_tol);
+        fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld, \"n_bias_apriori_p\": %lld",
+                (long long)m->n_bias_groups, (long long)m->n_bias_over,
+                (long long)m->n_bias_apriori_p);
+        const json_num_field limits[] = {
+            {"cos_limit", m->cos_limit}, {"row_cos_limit", m->row_cos_limit}, {"rel_tol", m->rel_tol}};
+        json_nums(f, limits, NFIELDS(limits));
         fprintf(f, ", \"n_compared\": %lld, \"n_ref_nonfinite\": %lld",
                 (long long)m->n_compared, (long long)m->n_ref_nonfinite);
         fprintf(f, ", \"n_elems\": %lld, \"n_nan\": %lld, \"n_unwritten\": %lld, \"n_over\": %lld, "
@@ -275,6 +268,19 @@ static void splits_ran(const backend_summary *b, char *out, size_t n)
                  b->s_unknown ? " (some not reported)" : "");
 }
 
+/* One line per backend of the summary table (markdown or HTML), row_fmt
+ * taking: name (string), pass, fail, declined, n/a (int), splits ran
+ * (string), worst cos_diff, bound ratio and bias ratio (double). */
+static void summary_rows(FILE *f, const backend_summary *s, size_t ns, const char *row_fmt)
+{
+    for (size_t k = 0; k < ns; ++k) {
+        char sr[64];
+        splits_ran(&s[k], sr, sizeof sr);
+        fprintf(f, row_fmt, s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr,
+                s[k].worst_cos, s[k].worst_ratio, s[k].worst_bias);
+    }
+}
+
 static const char *ULP_LABELS[8] = {"0", "<=0.5", "<=1", "<=2", "<=4", "<=8", "<=16", ">16"};
 
 static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
@@ -287,13 +293,7 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
     fprintf(f, "## Summary per backend\n\n| backend | pass | fail | declined | n/a | splits ran "
                "| worst cos_diff | worst bound ratio | worst bias ratio |\n"
                "|---|---|---|---|---|---|---|---|---|\n");
-    for (size_t k = 0; k < ns; ++k) {
-        char sr[64];
-        splits_ran(&s[k], sr, sizeof sr);
-        fprintf(f, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n", s[k].name, s[k].pass,
-                s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos, s[k].worst_ratio,
-                s[k].worst_bias);
-    }
+    summary_rows(f, s, ns, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n");
     fprintf(f, "\n## Every case\n\n| fixture | backend | verdict | max prefix | splits | "
                "cos_diff | worst row cos | max abs | bound ratio | within 1 ulp | lse max abs "
                "| note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -338,6 +338,32 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
 static const char *COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
+/* A judged case's point in svg_scatter: x its longest prefix (xsel 0) or
+ * its split count (xsel 1; cases without one are left out), log2(x + 1)
+ * when xlog; y log10 of its cos_diff. 0 when the case is not plotted. */
+static int scatter_point(const mla_case_result *c, int xsel, int xlog, double *x, double *y)
+{
+    if ((c->verdict != MLA_VERDICT_PASS && c->verdict != MLA_VERDICT_FAIL) ||
+        c->m.n_elems == 0 || (xsel && c->splits < 1))
+        return 0;
+    *x = xsel ? c->splits : (double)c->max_prefix;
+    if (xlog)
+        *x = log2(*x + 1);
+    *y = log10(fmax(c->m.cos_diff, 1e-16));
+    return 1;
+}
+
+/* One legend line per backend, 16 px apart: `marker` (an SVG element format
+ * taking x, y and the colour) at (mx, my), the name at (tx, ty). */
+static void svg_legend(FILE *f, const backend_summary *s, size_t ns, const char *marker, int mx,
+                       int my, int tx, int ty)
+{
+    for (size_t k = 0; k < ns; ++k) {
+        fprintf(f, marker, mx, my + k * 16, COLORS[k % 10]);
+        fprintf(f, "<text x=\"%d\" y=\"%zu\">%s</text>\n", tx, ty + k * 16, s[k].name);
+    }
+}
+
 /* Scatter of log10(y) against x (log2 of x+1 when xlog) per backend. */
 static void svg_scatter(FILE *f, const char *title, const char *xlabel, const char *ylabel,
                         const mla_case_result *r, size_t n, const backend_summary *s, size_t ns,
@@ -346,13 +372,9 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     const int W = 640, Hh = 340, L = 70, R = 150, T = 30, B = 50;
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (size_t i = 0; i < n; ++i) {
-        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
-            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
+        double x, y;
+        if (!scatter_point(&r[i], xsel, xlog, &x, &y))
             continue;
-        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
-        if (xlog)
-            x = log2(x + 1);
-        double y = log10(fmax(r[i].m.cos_diff, 1e-16));
         xmin = fmin(xmin, x), xmax = fmax(xmax, x), ymin = fmin(ymin, y), ymax = fmax(ymax, y);
     }
     fprintf(f, "<h3>");
@@ -397,16 +419,12 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
     html_str(f, ylabel);
     fprintf(f, "</text>\n");
     for (size_t i = 0; i < n; ++i) {
-        if ((r[i].verdict != MLA_VERDICT_PASS && r[i].verdict != MLA_VERDICT_FAIL) ||
-            r[i].m.n_elems == 0 || (xsel && r[i].splits < 1))
+        double x, y;
+        if (!scatter_point(&r[i], xsel, xlog, &x, &y))
             continue;
         size_t k = 0;
         while (k < ns && strcmp(s[k].name, r[i].backend) != 0)
             ++k;
-        double x = xsel ? r[i].splits : (double)r[i].max_prefix;
-        if (xlog)
-            x = log2(x + 1);
-        double y = log10(fmax(r[i].m.cos_diff, 1e-16));
         double px = L + (x - xmin) / (xmax - xmin) * pw + (double)(k % 5) * 2 - 4;
         double py = T + ph - (y - ymin) / (ymax - ymin) * ph;
         if (r[i].verdict == MLA_VERDICT_FAIL)
@@ -417,11 +435,8 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
                        "<title>%s %s cos %.2e</title></circle>",
                     px, py, COLORS[k % 10], r[i].fixture, r[i].backend, r[i].m.cos_diff);
     }
-    for (size_t k = 0; k < ns; ++k)
-        fprintf(f, "<circle cx=\"%d\" cy=\"%zu\" r=\"4\" fill=\"%s\"/><text x=\"%d\" y=\"%zu\">%s"
-                   "</text>\n",
-                L + pw + 14, T + 8 + k * 16, COLORS[k % 10], L + pw + 22, T + 12 + k * 16,
-                s[k].name);
+    svg_legend(f, s, ns, "<circle cx=\"%d\" cy=\"%zu\" r=\"4\" fill=\"%s\"/>", L + pw + 14, T + 8,
+               L + pw + 22, T + 12);
     fprintf(f, "</svg>\n");
 }
 
@@ -459,12 +474,22 @@ static void svg_hist(FILE *f, const backend_summary *s, size_t ns)
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">|o - ref| / ulp(ref)</text>\n",
             L + pw / 2, Hh - 10);
-    for (size_t k = 0; k < ns; ++k)
-        fprintf(f, "<rect x=\"%d\" y=\"%zu\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" "
-                   "y=\"%zu\">%s</text>\n",
-                L + pw + 10, T + 4 + k * 16, COLORS[k % 10], L + pw + 24, T + 13 + k * 16,
-                s[k].name);
+    svg_legend(f, s, ns, "<rect x=\"%d\" y=\"%zu\" width=\"10\" height=\"10\" fill=\"%s\"/>",
+               L + pw + 10, T + 4, L + pw + 24, T + 13);
     fprintf(f, "</svg>\n");
+}
+
+/* Literal markup, each followed by its text HTML-escaped. */
+typedef struct {
+    const char *markup, *text;
+} html_part;
+
+static void html_parts(FILE *f, const html_part *ps, size_t n)
+{
+    for (size_t k = 0; k < n; ++k) {
+        fputs(ps[k].markup, f);
+        html_str(f, ps[k].text);
+    }
 }
 
 static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
@@ -483,27 +508,18 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     fprintf(f, "<h1>MLA verify validation report</h1>\n<div class=\"banner %s\">%s</div>\n",
             nfail ? "bad" : "ok",
             nfail ? "FAILURES: see the table below" : "Every judged case passed");
-    fprintf(f, "<p>commit <code>");
-    html_str(f, meta->commit);
-    fprintf(f, "</code> &middot; ");
-    html_str(f, meta->date);
-    fprintf(f, "<br>machine: ");
-    html_str(f, meta->machine);
-    fprintf(f, "<br>command: <code>");
-    html_str(f, meta->command);
-    fprintf(f, "</code><br>backends: ");
-    html_str(f, meta->backends);
+    const html_part head[] = {{"<p>commit <code>", meta->commit},
+                              {"</code> &middot; ", meta->date},
+                              {"<br>machine: ", meta->machine},
+                              {"<br>command: <code>", meta->command},
+                              {"</code><br>backends: ", meta->backends}};
+    html_parts(f, head, NFIELDS(head));
     fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
                "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
                "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
-    for (size_t k = 0; k < ns; ++k) {
-        char sr[64];
-        splits_ran(&s[k], sr, sizeof sr);
-        fprintf(f, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
-                   "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n",
-                s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos,
-                s[k].worst_ratio, s[k].worst_bias);
-    }
+    summary_rows(f, s, ns,
+                 "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
+                 "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n");
     fprintf(f, "</table>\n<h2>Plots</h2>\n");
     svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
                 "longest prefix (keys, log scale)", "cos_diff (log)", r, n, s, ns, 0, 1);
@@ -517,12 +533,9 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     for (size_t i = 0; i < n; ++i) {
         const mla_case_result *c = &r[i];
         int judged = c->verdict == MLA_VERDICT_PASS || c->verdict == MLA_VERDICT_FAIL;
-        fprintf(f, "<tr><td>");
-        html_str(f, c->fixture);
-        fprintf(f, "</td><td>");
-        html_str(f, c->family);
-        fprintf(f, "</td><td>");
-        html_str(f, c->backend);
+        const html_part names[] = {
+            {"<tr><td>", c->fixture}, {"</td><td>", c->family}, {"</td><td>", c->backend}};
+        html_parts(f, names, NFIELDS(names));
         char sb[16];
         fprintf(f, "</td><td class=\"%s\">%s</td><td>%lld</td><td>%s</td>",
                 mla_verdict_name(c->verdict), mla_verdict_name(c->verdict),

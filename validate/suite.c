@@ -117,6 +117,8 @@ static void count_and_print(val_suite *s, const mla_case_result *res)
  * correct kernel comes to its bias threshold. */
 static void note_margin(val_suite *s, const mla_backend *be, const mla_case_result *res)
 {
+    if (res->m.n_bias_apriori_p)
+        s->bias_apriori_p[be->path]++;
     if (be->kind == MLA_KIND_MUTANT || res->verdict != MLA_VERDICT_PASS)
         return;
     if (res->m.bias_ratio > s->bias_margin[be->path]) {
@@ -147,8 +149,25 @@ void val_suite_run_case(val_suite *s, const mla_fixture *fx, const char *label,
         fprintf(stderr, "mla-validate: %s: out of memory\n", label);
         exit(VAL_EXIT_BAD);
     }
+    /* The P-rounding statistics (judge.c (B3)) cost a second pass of the
+     * reference: computed only when a selected, available backend rounds P
+     * to bf16. */
+    double *ref_pstats = NULL;
+    for (size_t bi = 0; bi < opt->nsel && !ref_pstats; ++bi) {
+        const mla_backend *be = opt->sel[bi];
+        char why[256];
+        if ((be->path == MLA_PATH_BF16_P || be->path == MLA_PATH_BF16_P_PARTIALS) &&
+            be->available(be, why, sizeof why)) {
+            ref_pstats = malloc((sz.lse + 1) * MLA_REF_PSTATS * sizeof *ref_pstats);
+            if (!ref_pstats) {
+                fprintf(stderr, "mla-validate: %s: out of memory\n", label);
+                exit(VAL_EXIT_BAD);
+            }
+        }
+    }
     const double t0 = now_s();
-    if (mla_reference_run(fx, ref_o, ref_lse, &err) != MLA_OK) {
+    if ((ref_pstats ? mla_reference_run_pstats(fx, ref_o, ref_lse, ref_pstats, &err)
+                    : mla_reference_run(fx, ref_o, ref_lse, &err)) != MLA_OK) {
         fprintf(stderr, "mla-validate: %s: reference failed: %s\n", label, err.msg);
         s->n_unreadable++;
         goto done;
@@ -277,7 +296,7 @@ void val_suite_run_case(val_suite *s, const mla_fixture *fx, const char *label,
             } else {
                 const int is_oracle = be->kind == MLA_KIND_ORACLE;
                 mla_judge_input jin = {fx, ref_o, ref_lse, is_oracle ? NULL : or_o,
-                                       is_oracle ? NULL : or_lse};
+                                       is_oracle ? NULL : or_lse, ref_pstats};
                 res->verdict = mla_judge(&jin, be->path, o32, unwritten,
                                          out.wrote_lse ? out.lse : NULL, &res->m, res->reason,
                                          sizeof res->reason);
@@ -313,6 +332,7 @@ void val_suite_run_case(val_suite *s, const mla_fixture *fx, const char *label,
                 t_ref > 0 ? gflop / t_ref : 0);
 done:
     free(ref_o);
+    free(ref_pstats);
     free(ref_lse);
     free(or_o);
     free(or_lse);

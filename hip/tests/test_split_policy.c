@@ -1,22 +1,7 @@
 /* CPU unit test of the GPU tiers' split and chunk rules (split_policy.c):
  * the values the H200 tuning settled on, and invariants over a sweep. */
 #include "split_policy.h"
-
-#include <stdio.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            if (failures < 30) {                                                                   \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-                fprintf(stderr, __VA_ARGS__);                                                      \
-                fputc('\n', stderr);                                                               \
-            }                                                                                      \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "test_util.h" /* seed/tests: CHECK, failures */
 
 static void test_rows(void)
 {

@@ -132,6 +132,8 @@ typedef struct {
     char bias_group[64];   /* e.g. "head 3", "seq 1 head 5", "token 12 head 0" */
     int64_t n_bias_groups; /* groups tested */
     int64_t n_bias_over;   /* groups past their threshold */
+    int64_t n_bias_apriori_p; /* P-in-bf16 path, groups judged with the a-priori P term
+                                 (no reference statistics: judge.c (B2) instead of (B3)) */
     /* Tolerances used, for the report. */
     double cos_limit, row_cos_limit, rel_tol, abs_frac;
     int ulp_hist[8]; /* |err| in ulps of ref: 0, <=0.5, <=1, <=2, <=4, <=8, <=16, >16 */
@@ -160,6 +162,10 @@ typedef struct {
     const float *ref_lse;
     const double *oracle_o; /* may be NULL */
     const double *oracle_lse;
+    /* NULL, or [tokens, H, 3] from mla_reference_run_pstats: the bias
+     * test's P-in-bf16 term (judge.c (B3)); without it the a-priori
+     * cancellation term stands in, and the run says so. */
+    const double *ref_pstats;
 } mla_judge_input;
 
 /* Judge outputs `o` (fp32 values; from bf16 when the backend is bf16) and

@@ -54,6 +54,107 @@ static const rt_case CASES[] = {
      1.0f, 1.0f, 0.0f, 23},
 };
 
+
+/* mla_reference_run_pstats against the same statistics in double, from
+ * plain loops over each row's visible keys (weights from double scores,
+ * c_k = v_k . o with the reference's fp32 o, the row's max key left out as
+ * the reference leaves it out). Returns the worst relative difference. */
+static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int *bad)
+{
+    const mla_config *c = &fx->cfg;
+    const int32_t H = c->num_heads, Hkv = c->num_kv_heads, D = c->head_dim, Dv = c->v_head_dim;
+    const size_t nr = (size_t)fx->num_q_tokens * H;
+    float *o = malloc(nr * Dv * sizeof *o + 1), *lse = malloc(nr * sizeof *lse + 1);
+    double *ps = malloc(nr * MLA_REF_PSTATS * sizeof *ps + 1);
+    double worst = 0;
+    mla_error err = {{0}};
+    mla_ref_opts opts = *base;
+    opts.pstats = ps;
+    if (!o || !lse || !ps || mla_reference_run_opts(fx, &opts, o, lse, &err) != MLA_OK) {
+        printf("FAIL pstats run: %s\n", err.msg);
+        *bad = 1;
+        free(o), free(lse), free(ps);
+        return INFINITY;
+    }
+    const double cap = c->logit_cap > 0 ? c->logit_cap : 0;
+    for (int32_t b = 0; b < c->num_seqs; b++) {
+        const int32_t L = mla_fixture_drafts(fx, b), P = mla_fixture_prefix(fx, b);
+        const int64_t qo = fx->qo_indptr[b], ko = fx->kv_indptr[b];
+        const int64_t nk = (int64_t)P + L;
+        double *sc = malloc((size_t)(nk + 1) * sizeof *sc);
+        double *cv = malloc((size_t)(nk + 1) * sizeof *cv);
+        for (int32_t i = 0; i < L; i++)
+            for (int32_t h = 0; h < H; h++) {
+                const int32_t g = h / (H / Hkv);
+                const size_t row = (size_t)(qo + i) * H + h;
+                const mla_bf16 *q = fx->q + row * D;
+                const float *orow = o + row * Dv;
+                double on2 = 0;
+                for (int32_t d = 0; d < Dv; d++)
+                    on2 += (double)orow[d] * orow[d];
+                int64_t n = 0;
+                for (int64_t k = 0; k < nk; k++) {
+                    const int draft = k >= P;
+                    const int64_t pos = k; /* prefix t at t, draft j at P + j */
+                    const int64_t qpos = (int64_t)P + i;
+                    if (draft && c->is_causal && pos > qpos)
+                        continue;
+                    if (c->sliding_window > 0 && qpos - pos > c->sliding_window)
+                        continue;
+                    const mla_bf16 *kr = draft ? fx->k_extend + ((size_t)(qo + k - P) * Hkv + g) * D
+                                               : fx->kv_buffer +
+                                                     ((size_t)fx->kv_indices[ko + k] * Hkv + g) * D;
+                    const mla_bf16 *vr = draft ? fx->v_extend + ((size_t)(qo + k - P) * Hkv + g) * Dv
+                                               : kr;
+                    double dot = 0, cd = 0;
+                    for (int32_t d = 0; d < D; d++)
+                        dot += (double)mla_bf16_to_f32(q[d]) * mla_bf16_to_f32(kr[d]);
+                    for (int32_t d = 0; d < Dv; d++)
+                        cd += (double)mla_bf16_to_f32(vr[d]) * orow[d];
+                    double s = (double)c->sm_scale * (draft ? 1.0 : c->k_scale) * dot;
+                    if (cap > 0)
+                        s = cap * tanh(s / cap);
+                    sc[n] = s;
+                    cv[n] = (draft ? 1.0 : c->v_scale) * cd;
+                    n++;
+                }
+                double want[MLA_REF_PSTATS] = {0, 0, 0, 0, 0};
+                if (n > 0) {
+                    double m = -INFINITY, l = 0;
+                    for (int64_t k = 0; k < n; k++)
+                        m = sc[k] > m ? sc[k] : m;
+                    const double mm = fx->sinks && fx->sinks[h] > m ? fx->sinks[h] : m;
+                    for (int64_t k = 0; k < n; k++)
+                        l += exp(sc[k] - mm);
+                    if (fx->sinks)
+                        l += exp((double)fx->sinks[h] - mm);
+                    for (int64_t k = 0; k < n; k++) {
+                        if (exp(sc[k] - m) > 1.0 - 1e-6) /* the max key */
+                            continue;
+                        const double p = exp(sc[k] - mm) / l, p2 = p * p;
+                        want[0] += p2;
+                        want[1] += p2 * cv[k];
+                        want[2] += p2 * cv[k] * cv[k];
+                        want[3] += p * fabs(cv[k]);
+                        want[4] += p * fabs(cv[k] - on2);
+                    }
+                }
+                const double *got = ps + row * MLA_REF_PSTATS;
+                for (int j = 0; j < MLA_REF_PSTATS; j++) {
+                    const double scale = j == 1 ? sqrt(want[0] * want[2]) : fabs(want[j]);
+                    const double e = fabs(got[j] - want[j]) / (scale + 1e-300);
+                    const double rel = scale == 0 ? (got[j] == 0 ? 0 : INFINITY) : e;
+                    if (!(rel <= worst))
+                        worst = rel;
+                }
+            }
+        free(sc);
+        free(cv);
+    }
+    free(o), free(lse), free(ps);
+    return worst;
+}
+
 int main(int argc, char **argv)
 {
     rt_cli(argc, argv, "Checks the fp32 reference against the fp64 oracle on random cases with every feature\n(sinks, logit cap, window, several KV heads, ragged drafts, empty prefixes) and several\ntile configurations.", NULL);
@@ -101,6 +202,22 @@ int main(int argc, char **argv)
             worst_o = r.o_ratio > worst_o ? r.o_ratio : worst_o;
             worst_l = r.lse_ratio > worst_l ? r.lse_ratio : worst_l;
             masked += r.masked_rows;
+        }
+        /* The bias test's P statistics (mla_reference_run_pstats), default
+         * blocking and tiny blocks: within 1e-3 of plain double loops (the
+         * c_k come from an fp32 GEMM). */
+        {
+            mla_ref_opts small = mla_ref_opts_default();
+            small.key_block = 3;
+            small.row_tile = 5;
+            const mla_ref_opts dflt = mla_ref_opts_default();
+            int bad = 0;
+            const double w1 = check_pstats(&fx, &dflt, &bad);
+            const double w2 = fx.num_kv_indices > 1000 ? 0 : check_pstats(&fx, &small, &bad);
+            const int ok = !bad && w1 <= 1e-3 && w2 <= 1e-3;
+            printf("%s %-28s pstats           worst rel diff %.2e (default) %.2e (kb3-rt5)\n",
+                   ok ? "ok  " : "FAIL", CASES[c].name, w1, w2);
+            failed |= !ok;
         }
         /* Same inputs, same thread count: bit-identical outputs. */
         {

@@ -1,4 +1,4 @@
-/* What the seed/ unit tests share: a counting CHECK that keeps going after a
+/* What the seed/ unit tests (and hip/tests/test_split_policy.c) share: a counting CHECK that keeps going after a
  * failure, and one seeded splitmix64 stream (seed printed by each test). */
 #ifndef MLA_SEED_TEST_UTIL_H
 #define MLA_SEED_TEST_UTIL_H
@@ -22,7 +22,7 @@ static int failures;
 
 static uint64_t rng_state;
 
-static uint64_t next_u64(void)
+static inline uint64_t next_u64(void)
 {
     uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

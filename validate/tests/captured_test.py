@@ -9,35 +9,13 @@ usage: captured_test.py MLA_VALIDATE DATA_DIR WORK_DIR
 """
 import os
 import shutil
-import subprocess
 import sys
 
-try:
-    import h5py
-    import numpy as np
-except ImportError:
-    print("h5py/numpy not available: skipped")
-    sys.exit(77)
+# The shared helpers (validate/tests/h5test_util.py); exits 77 without h5py/numpy.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from h5test_util import np, h5py, run, to_bf16, to_f32  # noqa: E402
 
 CASES = ["k3-splits.h5", "k3-edges.h5", "dsv3-edges.h5"]
-
-
-def to_f32(b):
-    return (b.astype(np.uint32) << 16).view(np.float32)
-
-
-def to_bf16(f):
-    f = np.ascontiguousarray(f, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    nan = np.isnan(f)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-    return r
-
-
-def run(validate, *args):
-    p = subprocess.run([validate, "--quiet", *args], capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
 
 
 def main():

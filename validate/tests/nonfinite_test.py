@@ -14,33 +14,11 @@ usage: nonfinite_test.py MLA_VALIDATE DATA_DIR WORK_DIR
 """
 import os
 import shutil
-import subprocess
 import sys
 
-try:
-    import h5py
-    import numpy as np
-except ImportError:
-    print("h5py/numpy not available: skipped")
-    sys.exit(77)
-
-
-def to_f32(b):
-    return (b.astype(np.uint32) << 16).view(np.float32)
-
-
-def to_bf16(f):
-    f = np.ascontiguousarray(f, dtype=np.float32)
-    u = f.view(np.uint32).astype(np.uint64)
-    nan = np.isnan(f)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-    return r
-
-
-def run(validate, *args):
-    p = subprocess.run([validate, "--quiet", *args], capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
+# The shared helpers (validate/tests/h5test_util.py); exits 77 without h5py/numpy.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from h5test_util import np, h5py, run, to_bf16, to_f32, write_header  # noqa: E402
 
 
 failures = 0
@@ -59,16 +37,7 @@ def tiny_case(path, D, DV, P):
     B, H, L = 2, 12, 8
     T = B * L
     with h5py.File(path, "w") as f:
-        f.attrs["schema"] = "mla-verify-fixture"
-        f.attrs["schema_version"] = "1.0.0"
-        f.attrs["case_name"] = "tiny-d%d-dv%d" % (D, DV)
-        f.attrs["source"] = "synthetic"
-        c = f.create_group("config")
-        for k, v in dict(num_seqs=B, num_heads=H, num_kv_heads=1, q_len=L, head_dim=D,
-                         v_head_dim=DV, is_causal=1, sliding_window=-1, topk=1).items():
-            c.attrs[k] = np.int32(v)
-        for k, v in dict(sm_scale=D ** -0.5, k_scale=1.0, v_scale=1.0, logit_cap=0.0).items():
-            c.attrs[k] = np.float32(v)
+        write_header(f, "tiny-d%d-dv%d" % (D, DV), B, H, L, D, DV, D ** -0.5)
         g = f.create_group("inputs")
         for name, shape in (("q", (T, H, D)), ("k_extend", (T, 1, D)), ("v_extend", (T, 1, DV)),
                             ("kv_buffer", (sum(P), 1, D))):
