@@ -26,7 +26,7 @@ USAGE
 }
 
 PKGS=(cmake ninja-build gcc libc6-dev git libopenblas-dev libhdf5-dev python3-h5py python3-numpy
-      clang-19 lld-19)
+      clang-22 lld-22 llvm-22)
 
 install_deps() {
     local missing=()

@@ -25,7 +25,15 @@ static_assert(MLA_GPU_PERHEAD_MAX_SPLITS == MLA_SP_PERHEAD_MAX_SPLITS, "one per-
 #if defined(MLA_TARGET_NVIDIA)
 static const mla_sp_target kTarget = MLA_SP_NVIDIA;
 #else
-static const mla_sp_target kTarget = MLA_SP_AMD;
+// The arch's row blocking (config.h AmdStage1Arch). A compile that knows
+// the arch (the wave64 emulator, emu/, builds this file per arch) takes
+// its own; the host pass of a ROCm build has no arch macro and assumes
+// gfx950 (a real ROCm host build must pick by the device's gcnArchName).
+#if defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
+static const mla_sp_target kTarget = MLA_SP_AMD_GFX942;
+#else
+static const mla_sp_target kTarget = MLA_SP_AMD_GFX950;
+#endif
 #endif
 
 static void gpu_error(mla_error *err, const char *fmt, ...)
@@ -374,13 +382,14 @@ static hipError_t launch_fast(const SplitLaunch &a)
     else
         e = a.ws ? launch_stage1_ws<6, 8>(p1, grid, a.stream)
                  : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
+#elif defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
+    (void)rows; // gfx942's plan: 32-row blocks only (split_policy.c)
+    e = launch_stage1_mma<2, 8, 1, bf16_t, 0>(p1, grid, a.stream);
 #else
     if (rows <= 32)
-        e = launch_stage1_mma<2, 4, 1, bf16_t, 0>(p1, grid, a.stream);
-    else if (rows == 64)
-        e = launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream);
+        e = launch_stage1_mma<2, 8, 1, bf16_t, 0>(p1, grid, a.stream);
     else
-        e = launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
+        e = launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream); // gfx950: 64-row blocks
 #endif
     if (e != hipSuccess)
         return e;
@@ -409,7 +418,7 @@ static hipError_t launch_perhead(const SplitLaunch &a)
 #if defined(MLA_TARGET_NVIDIA)
     e = launch_stage1_mma<1, 4, 1, float, 1024>(p1, grid, a.stream);
 #else
-    e = launch_stage1_mma<2, 4, 1, float, 0>(p1, grid, a.stream);
+    e = launch_stage1_mma<2, 8, 1, float, 0>(p1, grid, a.stream);
 #endif
     if (e != hipSuccess)
         return e;

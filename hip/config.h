@@ -70,6 +70,58 @@ constexpr Stage1Smem stage1_smem_plan(int rows, int qpitch)
     return m;
 }
 
+#if !defined(MLA_TARGET_NVIDIA)
+// AMD stage 1 (stage1_mma.h on MFMA), one plan per arch: the LDS a
+// workgroup may use, the most rows one CTA takes, the row pitch of Q and of
+// the K/V tiles (unpadded: MFMA operands are read by rows of 8 or 16 bytes,
+// not ldmatrix), the K/V stages in flight and whether Q stays in LDS or in
+// registers. The padded NVIDIA plan asks 164,608 B at 64 rows and
+// 209,536 B at 96 rows: over both archs' LDS.
+//   gfx950 (CDNA4, 160 KiB): 64-row blocks, Q in LDS, two K/V stages:
+//          162,560 B; 96 rows run as two 64-row blocks.
+//   gfx942 (CDNA3, 64 KiB): 32-row blocks of 4 waves; Q in registers (wave
+//          w holds K steps w, w + 4, ... of the tile's 32 rows and computes a
+//          partial S into its own score buffer), one K/V stage: 58,240 B.
+struct AmdStage1Arch {
+    int lds_limit; // bytes per workgroup
+    int max_rows;  // rows per stage-1 CTA (32 or 64)
+    int qpitch;    // elements per Q / K/V row in LDS
+    int stages;    // K/V tiles in flight
+    int q_regs;    // 1: Q in registers, one score buffer per wave
+};
+constexpr AmdStage1Arch AMD_GFX942{65536, 32, D_MAX, 1, 1};
+constexpr AmdStage1Arch AMD_GFX950{163840, 64, D_MAX, 2, 0};
+#if defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
+constexpr AmdStage1Arch AMD_ARCH = AMD_GFX942;
+#else // gfx950, and the host pass of a ROCm build (no arch macro: the
+      // union of the instance lists, instances.h)
+constexpr AmdStage1Arch AMD_ARCH = AMD_GFX950;
+#endif
+
+// Single-role stage 1 on AMD: ROWS rows with NW warps (NW / 2 waves) under
+// arch plan a.
+constexpr Stage1Smem amd_stage1_smem_plan(AmdStage1Arch a, int rows, int nw)
+{
+    Stage1Smem m{};
+    m.q = 0;
+    m.kv = m.q + (a.q_regs ? 0 : rows * a.qpitch * 2);
+    m.s = m.kv + a.stages * TN * a.qpitch * 2;
+    m.p = m.s + (a.q_regs ? nw / 2 : 1) * rows * SSP * 4;
+    m.al = m.p + rows * PSP * 2;
+    m.linv = m.al + rows * 4;
+    m.lse = m.linv + rows * 4;
+    m.qdesc = m.lse + rows * 4;
+    m.bytes = m.qdesc;
+    return m;
+}
+static_assert(amd_stage1_smem_plan(AMD_GFX942, 32, 8).bytes <= AMD_GFX942.lds_limit,
+              "gfx942 stage 1 exceeds 64 KiB of LDS");
+static_assert(amd_stage1_smem_plan(AMD_GFX950, 64, 8).bytes <= AMD_GFX950.lds_limit,
+              "gfx950 stage 1 exceeds 160 KiB of LDS");
+static_assert(amd_stage1_smem_plan(AMD_GFX950, 32, 8).bytes <= AMD_GFX950.lds_limit,
+              "gfx950 32-row stage 1 exceeds 160 KiB of LDS");
+#endif // !MLA_TARGET_NVIDIA
+
 // K/V stages in flight of the warp-specialized stage 1: 4 for 64 rows (the
 // gather runs three tiles ahead), 3 for 96 rows (a 110 KB Q leaves no room
 // for a fourth).

@@ -15,11 +15,22 @@
     X(4, 8, 2, bf16_t, 0)    /* fast, 64 rows: head_dim != 576 or fast_kernel mma */               \
     X(6, 12, 3, bf16_t, 0)   /* fast, 96 rows: idem, with fast_rows 96 */                          \
     X(1, 4, 1, float, 1024)  /* per-head: one head's 16 draft rows, 576 padded to 1024 */
+// AMD: the rows per CTA that the arch's LDS plan takes (config.h
+// AmdStage1Arch): gfx950 up to 64 (more rows run as 64-row blocks), gfx942
+// 32 (Q in registers). 32-row blocks have 8 warps = 4 waves, one per SIMD
+// (on gfx942, where LDS allows one workgroup per CU, 2 waves would leave
+// half the SIMDs idle). The host pass of a ROCm build sees no arch macro and
+// takes the gfx950 list, the union of both.
+#if defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
 #define MLA_STAGE1_MMA_AMD(X)                                                                      \
-    X(2, 4, 1, bf16_t, 0)    /* fast, up to 32 rows (MFMA tiles are 32 rows) */                    \
-    X(4, 8, 2, bf16_t, 0)    /* fast, 64 rows */                                                   \
-    X(6, 12, 3, bf16_t, 0)   /* fast, 96 rows */                                                   \
-    X(2, 4, 1, float, 0)     /* per-head: one head's 32 draft rows */
+    X(2, 8, 1, bf16_t, 0)    /* fast, 32-row blocks (MFMA tiles are 32 rows) */                    \
+    X(2, 8, 1, float, 0)     /* per-head: one head's 32 draft rows */
+#else
+#define MLA_STAGE1_MMA_AMD(X)                                                                      \
+    X(2, 8, 1, bf16_t, 0)    /* fast, up to 32 rows (MFMA tiles are 32 rows) */                    \
+    X(4, 8, 2, bf16_t, 0)    /* fast, 64-row blocks */                                             \
+    X(2, 8, 1, float, 0)     /* per-head: one head's 32 draft rows */
+#endif
 
 // stage1_ws_kernel<MT, NPW> (kernels/stage1_ws.h, NVIDIA sm_90a only): 16 MT
 // rows, NPW PV warps.

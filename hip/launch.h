@@ -8,6 +8,14 @@
 
 #include "params.h"
 
+// The one launch syntax of the launchers, kernel last (its template
+// arguments hold commas). A build that launches another way (the wave64
+// emulator, emu/, which compiles these launchers on the host) defines
+// MLA_LAUNCH before including them.
+#ifndef MLA_LAUNCH
+#define MLA_LAUNCH(grid, block, smem, stream, arg, ...) __VA_ARGS__<<<grid, block, smem, stream>>>(arg)
+#endif
+
 namespace mla_dev {
 
 template <int MT, int NW, int RG, typename PT, int PADK>

@@ -12,7 +12,7 @@ hipError_t launch_generic(const GenericParams &p, unsigned num_tokens, hipStream
     if (e != hipSuccess)
         return e;
     dim3 grid(num_tokens, p.H, 1);
-    generic_kernel<<<grid, 128, smem, st>>>(p);
+    MLA_LAUNCH(grid, 128, smem, st, p, generic_kernel);
     return hipGetLastError();
 }
 

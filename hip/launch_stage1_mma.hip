@@ -9,14 +9,18 @@ namespace mla_dev {
 template <int MT, int NW, int RG, typename PT, int PADK>
 hipError_t launch_stage1_mma(const Stage1Params &p, dim3 grid, hipStream_t st)
 {
+#if defined(MLA_TARGET_NVIDIA)
     constexpr int smem = stage1_smem_plan(16 * MT, PADK ? PADK + 8 : DP).bytes;
+#else
+    constexpr int smem = amd_stage1_smem_plan(AMD_ARCH, 16 * MT, NW).bytes;
+#endif
     // Setting a function attribute is no stream operation: legal under
     // graph capture, and cheap enough to repeat.
     hipError_t e = hipFuncSetAttribute((const void *)stage1_kernel<MT, NW, RG, PT, PADK>,
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
-    stage1_kernel<MT, NW, RG, PT, PADK><<<grid, NW * 32, smem, st>>>(p);
+    MLA_LAUNCH(grid, NW * 32, smem, st, p, stage1_kernel<MT, NW, RG, PT, PADK>);
     return hipGetLastError();
 }
 

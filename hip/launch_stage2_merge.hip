@@ -42,7 +42,7 @@ hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl
 #else
     (void)pdl;
 #endif
-    stage2_kernel<PT><<<grid, S2_THREADS, smem, st>>>(p);
+    MLA_LAUNCH(grid, S2_THREADS, smem, st, p, stage2_kernel<PT>);
     return hipGetLastError();
 }
 

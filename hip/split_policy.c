@@ -4,8 +4,10 @@
 int mla_sp_fast_rows(int HL, int rows96, mla_sp_target target)
 {
     const int r = HL < 96 ? HL : 96;
-    if (target == MLA_SP_AMD)
-        return r <= 32 ? 32 : r <= 64 ? 64 : 96; /* MFMA tiles are 32 rows */
+    if (target == MLA_SP_AMD_GFX942)
+        return 32; /* MFMA tiles are 32 rows; 64 KiB of LDS takes one */
+    if (target == MLA_SP_AMD_GFX950)
+        return r <= 32 ? 32 : 64; /* 160 KiB takes 64 rows: 96 run as two blocks */
     /* More than 64 rows go in 64-row blocks by default: the 96-row CTA reads
      * the KV once, but its producer warpgroup runs two 64-row S chains per
      * tile and bounds the loop; two 64-row CTAs, one chain each, run in

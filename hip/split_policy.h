@@ -28,12 +28,14 @@ extern "C" {
 #define MLA_SP_PERHEAD_MAX_SPLITS 16
 
 /* Which matrix unit the row blocking is for: NVIDIA's m16 tiles or AMD's
- * 32-row MFMA tiles. */
-typedef enum { MLA_SP_NVIDIA = 0, MLA_SP_AMD = 1 } mla_sp_target;
+ * 32-row MFMA tiles, whose rows per CTA the arch's LDS bounds (hip/config.h
+ * AmdStage1Arch): 32 on gfx942 (64 KiB), 64 on gfx950 (160 KiB). */
+typedef enum { MLA_SP_NVIDIA = 0, MLA_SP_AMD = 1, MLA_SP_AMD_GFX950 = 2 } mla_sp_target;
+#define MLA_SP_AMD_GFX942 MLA_SP_AMD
 
 /* Rows per fast stage-1 CTA for H * L flattened rows. rows96 != 0 lets one
  * NVIDIA CTA take up to 96 rows (the 96-row kernels) instead of 64-row
- * blocks. */
+ * blocks; AMD ignores it. */
 int mla_sp_fast_rows(int HL, int rows96, mla_sp_target target);
 
 /* Row blocks of the fast stage 1 (grid y). */

@@ -10,6 +10,9 @@
 #ifdef MLA_HAVE_GPU
 #include "gpu_backend.h"
 #endif
+#ifdef MLA_HAVE_AMD_EMU
+#include "mla_amd_emu.h"
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@ const char *mla_backend_kind_name(mla_backend_kind k)
     case MLA_KIND_GPU_GENERIC: return "generic fallback";
     case MLA_KIND_CAPTURED: return "captured";
     case MLA_KIND_MUTANT: return "mutant";
+    case MLA_KIND_EMU: return "AMD emulated";
     }
     return "?";
 }
@@ -277,6 +281,59 @@ static mla_status run_gpu(const mla_backend *b, const mla_fixture *fx, mla_outpu
 #define GPU_NOTE " (not built)"
 #endif
 
+/* mla_gpu_tier's values, for the emulated rows (include/mla/gpu.h). */
+#define GPU_FAST_TIER 1
+#define GPU_PERHEAD_TIER 2
+#define GPU_GENERIC_TIER 3
+
+/* The AMD tiers under the wave64 emulator (emu/README.md): arg = tier |
+ * arch << 4 with arch 0 gfx942, 1 gfx950. Every global and LDS access is
+ * checked; a fault comes back as MLA_ERR_RUNTIME naming it (the suite's
+ * verdict for this kind: FAIL). */
+#define EMU_GFX950 (1 << 4)
+#define EMU_SHORT_POOL (1 << 5) /* planted fault: the pool one slot short */
+#ifdef MLA_HAVE_AMD_EMU
+static int emu_available(const mla_backend *b, char *why, size_t n)
+{
+    (void)b, (void)why, (void)n;
+    return 1;
+}
+
+static mla_status run_emu(const mla_backend *b, const mla_fixture *fx, mla_outputs *out,
+                          mla_error *err)
+{
+    const mla_amd_emu_arch arch = (b->arg & EMU_GFX950) ? MLA_AMD_EMU_GFX950 : MLA_AMD_EMU_GFX942;
+    const unsigned flags = (b->arg & EMU_SHORT_POOL) ? MLA_AMD_EMU_SHORT_POOL : 0u;
+    const mla_status st = mla_amd_emu_backend_run(fx, b->arg & 15, arch, flags, out->o16, out->lse, err);
+    out->wrote_lse = st == MLA_OK;
+    out->splits = MLA_SPLITS_UNKNOWN;
+    return st;
+}
+#define EMU_NOTE ""
+#else
+static int emu_available(const mla_backend *b, char *why, size_t n)
+{
+    (void)b;
+    snprintf(why, n, "built without the wave64 emulator (emu/: needs clang++-22, MLA_ENABLE_EMU)");
+    return 0;
+}
+
+static mla_status run_emu(const mla_backend *b, const mla_fixture *fx, mla_outputs *out,
+                          mla_error *err)
+{
+    (void)b, (void)fx, (void)out;
+    mla_error_set(err, "built without the wave64 emulator");
+    return MLA_ERR_RUNTIME;
+}
+#define EMU_NOTE " (not built)"
+#endif
+
+#define EMU_ROW(NAME, ARCHNAME, TIER, ARCH, PATH, EXPECT, WHAT)                                    \
+    {.name = NAME, .kind = MLA_KIND_EMU,                                                           \
+     .description = "AMD " ARCHNAME " " WHAT " under the wave64 emulator (emu/)" EMU_NOTE,       \
+     .path = PATH, .expect = EXPECT, .out_bf16 = 1, .in_default_set = 0,                          \
+     .available = emu_available, .run = run_emu, .arg = (TIER) | (ARCH), .fault_is_fail = 1}
+
 #define MODEL_MUT(NAME, MUT)                                                                       \
     {.name = "model:" NAME, .kind = MLA_KIND_MUTANT,                                               \
      .description = "CPU model with a planted bug (mutation test)",                               \
@@ -327,6 +384,24 @@ static const mla_backend BACKENDS[] = {
      .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
      .in_default_set = 0, .available = gpu_available, .run = run_gpu,
      .arg = GPU_FAST | GPU_VARIANT_MMA << 4},
+    EMU_ROW("amd-gfx942-emu", "gfx942", GPU_FAST_TIER, 0, MLA_PATH_BF16_P_PARTIALS,
+            MLA_EXPECT_SPEC_DECLINES, "fast path (32-row MFMA blocks, Q in registers)"),
+    EMU_ROW("amd-gfx950-emu", "gfx950", GPU_FAST_TIER, EMU_GFX950, MLA_PATH_BF16_P_PARTIALS,
+            MLA_EXPECT_SPEC_DECLINES, "fast path (64-row MFMA blocks)"),
+    EMU_ROW("amd-gfx942-emu-baseline", "gfx942", GPU_PERHEAD_TIER, 0, MLA_PATH_BF16_P,
+            MLA_EXPECT_SPEC_DECLINES, "per-head baseline"),
+    EMU_ROW("amd-gfx950-emu-baseline", "gfx950", GPU_PERHEAD_TIER, EMU_GFX950, MLA_PATH_BF16_P,
+            MLA_EXPECT_SPEC_DECLINES, "per-head baseline"),
+    EMU_ROW("amd-gfx942-emu-fallback", "gfx942", GPU_GENERIC_TIER, 0, MLA_PATH_FP32,
+            MLA_EXPECT_ACCEPT_ALL, "generic fallback"),
+    EMU_ROW("amd-gfx950-emu-fallback", "gfx950", GPU_GENERIC_TIER, EMU_GFX950, MLA_PATH_FP32,
+            MLA_EXPECT_ACCEPT_ALL, "generic fallback"),
+    {.name = "mutant:amd-gfx950-emu-short-pool", .kind = MLA_KIND_MUTANT,
+     .description = "amd-gfx950-emu with the KV pool declared one slot short: the emulated "
+                    "gather faults (out-of-bounds global load), a FAIL naming it" EMU_NOTE,
+     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
+     .in_default_set = 0, .available = emu_available, .run = run_emu,
+     .arg = GPU_FAST_TIER | EMU_GFX950 | EMU_SHORT_POOL, .fault_is_fail = 1},
     MODEL_MUT("drop-remainder", MLA_MUT_DROP_REMAINDER),
     MODEL_MUT("no-causal", MLA_MUT_NO_CAUSAL),
     MODEL_MUT("fp16-partials", MLA_MUT_FP16_PARTIALS),

@@ -277,6 +277,11 @@ void val_suite_run_case(val_suite *s, const mla_fixture *fx, const char *label,
                 snprintf(res->reason, sizeof res->reason, "%s (SPEC: %s)", berr.msg,
                          spec_reason);
             }
+        } else if (st == MLA_ERR_RUNTIME && be->fault_is_fail) {
+            /* The emulated kernel faulted (or its launch would fail on the
+             * hardware): a bug in the kernel, not a missing resource. */
+            res->verdict = MLA_VERDICT_FAIL;
+            snprintf(res->reason, sizeof res->reason, "kernel fault under emulation: %s", berr.msg);
         } else if (st != MLA_OK) {
             res->verdict = MLA_VERDICT_ERROR;
             snprintf(res->reason, sizeof res->reason, "%s: %s", mla_status_name(st), berr.msg);

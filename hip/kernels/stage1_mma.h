@@ -35,8 +35,20 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // PADK (per-head baseline): rows PADK + 8 wide, zero past D.
+#if defined(MLA_TARGET_NVIDIA)
     constexpr int QPITCH = PADK ? PADK + 8 : DP;
     constexpr Stage1Smem SM = stage1_smem_plan(ROWS, QPITCH);
+#else
+    // AMD: the arch's plan (config.h): unpadded rows, its K/V stages, Q in
+    // LDS or in registers.
+    constexpr AmdStage1Arch ARCH = AMD_ARCH;
+    static_assert(ROWS <= ARCH.max_rows, "more rows per CTA than this arch's plan takes");
+    constexpr int QPITCH = ARCH.qpitch;
+    constexpr int KV_STAGES = ARCH.stages;
+    constexpr bool QREGS = ARCH.q_regs != 0;
+    constexpr Stage1Smem SM = amd_stage1_smem_plan(ARCH, ROWS, NW);
+    static_assert(SM.bytes <= ARCH.lds_limit, "stage 1 exceeds this arch's LDS");
+#endif
     unsigned char *base = smem_raw;
     bf16_t *Qs = (bf16_t *)(base + SM.q);
     bf16_t *Ks = (bf16_t *)(base + SM.kv);
@@ -80,8 +92,23 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     };
 
     int64_t slot_next = -1;
+#if !defined(MLA_TARGET_NVIDIA)
+    QRegs<QREGS ? MT : 2, QREGS ? NW : 4> qr;
+#endif
     if (n > 0) {
+#if defined(MLA_TARGET_NVIDIA)
         load_q<ROWS, NT, false, QPITCH>(p, y, q0, chunks, Qs);
+#else
+        if constexpr (QREGS) {
+            bool ok;
+            const int r = row_of(p, ROWS, y, tid & 31, ok);
+            qr.load(ok ? p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh
+                       : nullptr,
+                    D);
+        } else {
+            load_q<ROWS, NT, false, QPITCH>(p, y, q0, chunks, Qs);
+        }
+#endif
         if constexpr (PADK > 0) {
             // Upstream's masked loads of columns D .. PADK - 1 read zeros;
             // here they are zeroed once in Q and in every K/V stage (the
@@ -106,6 +133,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     for (int t = 0; t < ntiles; ++t) {
         cp_async_wait_all();
         __syncthreads(); // tile t landed; every warp is done with tile t-1
+#if defined(MLA_TARGET_NVIDIA)
         if (t + 1 < ntiles) {
             load_tile((t + 1) & 1, slot_next);
             cp_async_commit();
@@ -113,7 +141,19 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
         }
         const bf16_t *Kb = Ks + (t & 1) * TN * QPITCH;
         s_tile<MT, NW, QPITCH, PADK>(Qs, Kb, Ss, D, p.Dv, p.scale_log2);
-        __syncthreads();
+#else
+        if (KV_STAGES > 1 && t + 1 < ntiles) { // one stage: loaded after P V below
+            load_tile((t + 1) % KV_STAGES, slot_next);
+            cp_async_commit();
+            slot_next = slot_of(t + 2);
+        }
+        const bf16_t *Kb = Ks + (t % KV_STAGES) * TN * QPITCH;
+        if constexpr (QREGS)
+            s_tile_qregs<MT, NW, QPITCH>(qr, Kb, Ss, D, p.scale_log2);
+        else
+            s_tile<MT, NW, QPITCH, PADK>(Qs, Kb, Ss, D, p.Dv, p.scale_log2);
+#endif
+        __syncthreads(); // S of tile t complete
 
         // Online softmax of row srow over this tile (base 2).
         {
@@ -128,6 +168,14 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
                 sv[j + 2] = v4.z;
                 sv[j + 3] = v4.w;
             }
+#if !defined(MLA_TARGET_NVIDIA)
+            if constexpr (QREGS) // add the other waves' partial S
+#pragma unroll
+                for (int w = 1; w < NW / 2; ++w)
+#pragma unroll
+                    for (int j = 0; j < TPT; ++j)
+                        sv[j] += Ss[w * ROWS * SSP + srow * SSP + sub * TPT + j];
+#endif
 #pragma unroll
             for (int j = 0; j < TPT; ++j) {
                 if (sub * TPT + j >= valid)
@@ -166,6 +214,14 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
         }
         __syncthreads();
         pv.rescale_mma(Al, Ps, Kb, p.Dv);
+#if !defined(MLA_TARGET_NVIDIA)
+        if (KV_STAGES == 1 && t + 1 < ntiles) {
+            __syncthreads(); // every wave is done with the one K/V stage
+            load_tile(0, slot_next);
+            cp_async_commit();
+            slot_next = slot_of(t + 2);
+        }
+#endif
     }
 
     if (sub == 0) {

@@ -13,18 +13,22 @@ static void test_rows(void)
     CHECK(mla_sp_fast_rows(12, 0, MLA_SP_NVIDIA) == 16, "K3 L1");
     CHECK(mla_sp_fast_rows(24, 0, MLA_SP_NVIDIA) == 32, "K3 L2");
     CHECK(mla_sp_fast_rows(64, 0, MLA_SP_NVIDIA) == 64, "DSv3 L4");
-    CHECK(mla_sp_fast_rows(12, 0, MLA_SP_AMD) == 32, "AMD small");
-    CHECK(mla_sp_fast_rows(96, 0, MLA_SP_AMD) == 96, "AMD 96");
+    CHECK(mla_sp_fast_rows(12, 0, MLA_SP_AMD_GFX942) == 32, "gfx942 small");
+    CHECK(mla_sp_fast_rows(96, 0, MLA_SP_AMD_GFX942) == 32, "gfx942 96: 32-row blocks");
+    CHECK(mla_sp_fast_rows(12, 0, MLA_SP_AMD_GFX950) == 32, "gfx950 small");
+    CHECK(mla_sp_fast_rows(64, 0, MLA_SP_AMD_GFX950) == 64, "gfx950 64");
+    CHECK(mla_sp_fast_rows(96, 1, MLA_SP_AMD_GFX950) == 64, "gfx950 96: 64-row blocks");
     CHECK(mla_sp_fast_row_blocks(96, 64) == 2, "row blocks 96/64");
     CHECK(mla_sp_fast_row_blocks(128, 64) == 2, "row blocks 128/64");
     CHECK(mla_sp_fast_row_blocks(12, 16) == 1, "row blocks 12/16");
     for (int HL = 1; HL <= 512; ++HL)
         for (int r96 = 0; r96 < 2; ++r96)
-            for (int t = 0; t < 2; ++t) {
+            for (int t = 0; t < 3; ++t) {
                 const int rows = mla_sp_fast_rows(HL, r96, (mla_sp_target)t);
-                CHECK(rows % 16 == 0 && rows >= 16 && rows <= 96, "HL %d: rows %d", HL, rows);
-                CHECK(rows >= (HL < 64 ? HL : 64) || (t == 0 && !r96 && rows == 64), "HL %d: rows %d",
-                      HL, rows);
+                /* the most rows a CTA of the target takes */
+                const int cap = t == MLA_SP_AMD_GFX942 ? 32 : t == MLA_SP_AMD_GFX950 ? 64 : r96 ? 96 : 64;
+                CHECK(rows % 16 == 0 && rows >= 16 && rows <= cap, "HL %d: rows %d", HL, rows);
+                CHECK(rows >= (HL < cap ? HL : cap), "HL %d: rows %d", HL, rows);
                 CHECK((long long)mla_sp_fast_row_blocks(HL, rows) * rows >= HL, "HL %d covered", HL);
             }
 }

@@ -55,7 +55,9 @@ typedef enum {
     MLA_KIND_GPU_PERHEAD,   /* GPU per-head split-KV baseline */
     MLA_KIND_GPU_GENERIC,   /* GPU generic fallback */
     MLA_KIND_CAPTURED,      /* a file's /expected output */
-    MLA_KIND_MUTANT         /* a planted bug: must FAIL (mutation tests) */
+    MLA_KIND_MUTANT,        /* a planted bug: must FAIL (mutation tests) */
+    MLA_KIND_EMU            /* the AMD GPU tiers under the wave64 emulator (emu/): a kernel
+                               fault (out of bounds, race, divergence) is a FAIL */
 } mla_backend_kind;
 
 const char *mla_backend_kind_name(mla_backend_kind k);
@@ -74,6 +76,11 @@ typedef struct mla_backend {
     mla_status (*run)(const struct mla_backend *b, const mla_fixture *fx, mla_outputs *out,
                       mla_error *err);
     int arg; /* backend-specific: mutation id, GPU tier */
+    /* 1: MLA_ERR_RUNTIME from run is a fault of the kernel itself (the
+     * emulated AMD tiers: out-of-bounds access, LDS race, barrier
+     * divergence, a launch the hardware would refuse): the verdict is FAIL
+     * naming it, not ERROR. */
+    int fault_is_fail;
 } mla_backend;
 
 size_t mla_backend_count(void);
