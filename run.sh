@@ -21,6 +21,8 @@ usage: bash run.sh main|test|asan|gpu|deps
          'cuda' preset (sm_90a) and run ctest label 'gpu' (every tier on every catalogue
          case up to 128k prefixes and bs 64, the validator's GPU backends on fixtures/data,
          compute-sanitizer memcheck and racecheck, the capture replay through libmla_gpu)
+  long   build, then the long CPU tests (ctest label 'long': boundary needles at 64k and
+         128k prefixes, the mutants caught there; about 6 minutes on 2 cores)
   deps   only install what is missing
 USAGE
 }
@@ -51,6 +53,8 @@ case "${1:-}" in
     test) install_deps; cmake --workflow --preset test ;;
     asan) install_deps; cmake --workflow --preset asan ;;
     gpu) cmake --workflow --preset gpu ;;
+    long) install_deps; cmake --preset default && cmake --build --preset default &&
+          ctest --test-dir build/default -L long --output-on-failure ;;
     deps) install_deps ;;
     -h|--help|help) usage ;;
     *) usage >&2; exit 2 ;;

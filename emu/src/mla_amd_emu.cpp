@@ -2,6 +2,7 @@
 // tensors into checked emulator buffers, applies the split tiers' decline
 // rules (the arch's mla_gpu_declines), runs the arch's build of the library and copies the outputs back.
 #include "mla_amd_emu.h"
+#include "mla/validate.h"
 
 #include "mla_emu/runtime.h"
 #include "mla_emu_internal.h"
@@ -164,6 +165,13 @@ extern "C" mla_status mla_amd_emu_backend_run(const mla_fixture *fx, int tier, m
     if (!fx || !o_host) {
         mla_error_set(err, "mla_amd_emu_backend_run: NULL fixture or output");
         return MLA_ERR_INVALID;
+    }
+    /* The AMD tiers read bf16 pools only, like the NVIDIA ones: an fp8 pool
+     * (schema 1.1.0) is declined before its NULL bf16 view is touched. */
+    if (fx->kv_dtype != MLA_KV_BF16) {
+        mla_error_set(err, "%s (pool dtype %s)", MLA_FP8_GPU_UNSUPPORTED,
+                      mla_kv_dtype_name(fx->kv_dtype));
+        return MLA_ERR_DECLINED;
     }
     const int64_t H = fx->cfg.num_heads, Hkv = fx->cfg.num_kv_heads;
     const int64_t D = fx->cfg.head_dim, Dv = fx->cfg.v_head_dim;
