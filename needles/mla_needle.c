@@ -296,9 +296,11 @@ static const char *kind_name(int k)
 
 static void why_str(uint32_t w, char *b, size_t n)
 {
-    snprintf(b, n, "%s%s%s%s%s%s", w & MLA_WHY_FIRST ? "first " : "", w & MLA_WHY_LAST ? "last " : "",
-             w & MLA_WHY_SEED ? "seed " : "", w & MLA_WHY_FAST ? "fast " : "",
-             w & MLA_WHY_PERHEAD ? "perhead " : "", w & MLA_WHY_GRID ? "grid" : "");
+    snprintf(b, n, "%s%s%s%s%s%s%s%s", w & MLA_WHY_FIRST ? "first " : "",
+             w & MLA_WHY_LAST ? "last " : "", w & MLA_WHY_SEED ? "seed " : "",
+             w & MLA_WHY_FAST ? "fast " : "", w & MLA_WHY_FAST_GFX942 ? "fast-gfx942 " : "",
+             w & MLA_WHY_FAST_GFX950 ? "fast-gfx950 " : "", w & MLA_WHY_PERHEAD ? "perhead " : "",
+             w & MLA_WHY_GRID ? "grid" : "");
 }
 
 /* Exact softmax share of the needle's key in its pair (for a trap: the

@@ -24,7 +24,10 @@ extern "C" {
 typedef enum {
     MLA_SPLITS_SEED = 0,    /* SPEC 4: mla_plan_make + floor partition (hip/plan.c) */
     MLA_SPLITS_GPU_FAST,    /* our NVIDIA fast tier: 64-row blocks, 132 CTAs, fast_min_split */
-    MLA_SPLITS_GPU_PERHEAD, /* per-head tier: 4/8/16 splits, ceil(P/n) rounded up to 32 */
+    MLA_SPLITS_GPU_PERHEAD, /* per-head tier: 4/8/16 splits, ceil(P/n) rounded up to 32 (all
+                               targets: its split rule does not depend on the arch) */
+    MLA_SPLITS_GPU_FAST_GFX942, /* our AMD fast tier on gfx942: 32-row blocks, as fast otherwise */
+    MLA_SPLITS_GPU_FAST_GFX950, /* ... on gfx950: 32-row blocks up to 32 rows, else 64 */
     MLA_SPLITS_COUNT
 } mla_split_plan;
 
@@ -52,7 +55,9 @@ enum {
     MLA_WHY_SEED = 1u << 2,         /* first/last token of a seed-plan split */
     MLA_WHY_FAST = 1u << 3,         /* ... of a GPU fast-tier split */
     MLA_WHY_PERHEAD = 1u << 4,      /* ... of a GPU per-head-tier split */
-    MLA_WHY_GRID = 1u << 5          /* a multiple of 16/32/64 or one off it */
+    MLA_WHY_GRID = 1u << 5,         /* a multiple of 16/32/64 or one off it */
+    MLA_WHY_FAST_GFX942 = 1u << 6,  /* ... of an AMD gfx942 fast-tier split */
+    MLA_WHY_FAST_GFX950 = 1u << 7   /* ... of an AMD gfx950 fast-tier split */
 };
 
 typedef struct {
@@ -121,7 +126,7 @@ typedef struct {
 
 const char *mla_bmut_kind_name(mla_bmut_kind k);
 /* Parse "KIND[:PLAN[:SPLIT]]", e.g. "drop-first:seed:mid", "dup:fast:3",
- * "next-seq". SPLIT: an index, "all" or "mid" (default "mid"). */
+ * "shift:fast-gfx942:mid", "next-seq" (PLAN: a mla_split_plan_name). SPLIT: an index, "all" or "mid" (default "mid"). */
 mla_status mla_bmut_parse(const char *s, mla_bmut *m, mla_error *err);
 void mla_bmut_format(const mla_bmut *m, char *buf, size_t n);
 
