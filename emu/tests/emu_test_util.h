@@ -8,16 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int g_failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            ++g_failures;                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "emu_check.h" /* CHECK, g_failures */
 
 #if defined(__gfx950__)
 static const mla_emu::Arch ARCH = mla_emu::GFX950;

@@ -11,16 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            ++failures;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "emu_check.h" /* CHECK, g_failures */
 
 enum { D = 576, DV = 512 };
 

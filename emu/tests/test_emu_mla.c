@@ -78,6 +78,6 @@ int main(void)
         printf("kv pool one slot short: %s\n", err.msg);
         free_case(&c);
     }
-    printf(failures ? "FAILED (%d)\n" : "all passed\n", failures);
-    return failures ? 1 : 0;
+    printf(g_failures ? "FAILED (%d)\n" : "all passed\n", g_failures);
+    return g_failures ? 1 : 0;
 }

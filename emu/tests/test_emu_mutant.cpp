@@ -49,5 +49,5 @@ int main(int argc, char **argv)
     CHECK(caught, "mutant %s not caught as %s", MLA_EMU_MUT_NAME, want);
     printf("%s\n", caught ? "caught" : "NOT caught");
     free_case(&c);
-    return failures ? 1 : 0;
+    return g_failures ? 1 : 0;
 }
