@@ -152,12 +152,22 @@ static int fast_num_splits(const mla_shape *s, const mla_gpu_options &o)
     return mla_sp_fast_num_splits(s->num_seqs, nrb, MLA_GPU_FAST_TARGET_CTAS);
 }
 // The warp-specialized kernel (NVIDIA sm_90a) unrolls its k loop for 576
-// columns and exists for 64- and 96-row blocks only.
-static bool fast_uses_ws(const mla_shape *s, const mla_gpu_options &o)
+// columns and exists for 64- and 96-row blocks only; for fp8 pools, for 64
+// rows only (config.h: no room for the fp8 staging next to a 96-row Q), so
+// fp8 with fast_rows 96 runs the single-role kernel.
+static bool fast_uses_ws(const mla_shape *s, const mla_gpu_options &o, bool fp8)
 {
     if (kTarget != MLA_SP_NVIDIA || o.fast_kernel == MLA_GPU_FAST_KERNEL_MMA)
         return false;
-    return fast_rows(s, o) >= 64 && s->head_dim == D_MAX;
+    return (fp8 ? fast_rows(s, o) == 64 : fast_rows(s, o) >= 64) && s->head_dim == D_MAX;
+}
+
+static_assert((int)KV_BF16 == (int)MLA_KV_BF16 && (int)KV_E4M3FN == (int)MLA_KV_FP8_E4M3FN &&
+                  (int)KV_E4M3FNUZ == (int)MLA_KV_FP8_E4M3FNUZ,
+              "the kernels' KvFmt mirrors mla_kv_dtype");
+static bool kv_is_fp8(const mla_gpu_args *a)
+{
+    return a->kv_dtype == MLA_KV_FP8_E4M3FN || a->kv_dtype == MLA_KV_FP8_E4M3FNUZ;
 }
 
 // Shape-level reasons the split tiers decline (mla_can_handle plus the
@@ -247,8 +257,12 @@ static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_
     // elsewhere.
     if (!aligned(a->q, 16) || a->q_stride_tok % 8 || a->q_stride_head % 8)
         return "q is not 16-byte aligned per row";
-    if (!aligned(a->kv_buffer, 16) || a->kv_stride_slot % 8)
+    // bf16: 8 elements per 16 bytes; fp8: 16 (the warp-specialized gather)
+    if (!aligned(a->kv_buffer, 16) || a->kv_stride_slot % (kv_is_fp8(a) ? 16 : 8))
         return "kv_buffer is not 16-byte aligned per slot";
+    if (tier == MLA_GPU_TIER_FAST && kv_is_fp8(a) && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS &&
+        !fast_uses_ws(&a->shape, o, true))
+        return "fast_kernel ws reads fp8 pools with 64-row blocks only (fast_rows 64)";
     if (!aligned(a->k_extend, 16) || a->k_stride_tok % 8 || !aligned(a->v_extend, 16) ||
         a->v_stride_tok % 8)
         return "k_extend / v_extend rows are not 16-byte aligned";
@@ -289,6 +303,11 @@ static mla_status check_args(const mla_gpu_args *a, mla_error *err)
                   s->kv_dim);
         return MLA_ERR_INVALID;
     }
+    if (a->kv_dtype != MLA_KV_BF16 && !kv_is_fp8(a)) {
+        gpu_error(err, "mla_gpu_run: kv_dtype %d is no mla_kv_dtype (bf16 0, float8_e4m3fn 1, float8_e4m3fnuz 2)",
+                  a->kv_dtype);
+        return MLA_ERR_INVALID;
+    }
     if (!a->q || !a->k_extend || !a->v_extend || !a->kv_buffer || !a->qo_indptr || !a->kv_indptr ||
         !a->o || (!a->kv_indices && a->num_kv_indices > 0) || (s->has_sinks && !a->sinks)) {
         gpu_error(err, "mla_gpu_run: a required device pointer is NULL");
@@ -317,7 +336,9 @@ static void fill_common(const SplitLaunch &a, Stage1Params &p1, Stage2Params &p2
     p1.q = g.q;
     p1.q_st = g.q_stride_tok;
     p1.q_sh = g.q_stride_head;
-    p1.kv = g.kv_buffer;
+    p1.kv_fmt = g.kv_dtype; // KvFmt mirrors mla_kv_dtype
+    p1.kv = p1.kv_fmt == KV_BF16 ? (const bf16_t *)g.kv_buffer : nullptr;
+    p1.kv8 = p1.kv_fmt == KV_BF16 ? nullptr : (const uint8_t *)g.kv_buffer;
     p1.kv_ss = g.kv_stride_slot;
     p1.qo_indptr = g.qo_indptr;
     p1.kv_indptr = g.kv_indptr;
@@ -377,10 +398,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
     else if (rows == 32)
         e = launch_stage1_mma<2, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 64)
-        e = a.ws ? launch_stage1_ws<4, 8>(p1, grid, a.stream)
-                 : launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream);
+        e = !a.ws ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
+            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true>(p1, grid, a.stream)
+                                   : launch_stage1_ws<4, 8, false>(p1, grid, a.stream);
     else
-        e = a.ws ? launch_stage1_ws<6, 8>(p1, grid, a.stream)
+        e = a.ws ? launch_stage1_ws<6, 8, false>(p1, grid, a.stream)
                  : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
 #elif defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
     (void)rows; // gfx942's plan: 32-row blocks only (split_policy.c)
@@ -437,7 +459,9 @@ static hipError_t run_generic(const mla_gpu_args &g, hipStream_t stream)
     p.v_ext = g.v_extend;
     p.v_st = g.v_stride_tok;
     p.v_sh = g.v_stride_head;
-    p.kv = g.kv_buffer;
+    p.kv_fmt = g.kv_dtype;
+    p.kv = p.kv_fmt == KV_BF16 ? (const bf16_t *)g.kv_buffer : nullptr;
+    p.kv8 = p.kv_fmt == KV_BF16 ? nullptr : (const uint8_t *)g.kv_buffer;
     p.kv_ss = g.kv_stride_slot;
     p.kv_sh = g.kv_stride_head;
     p.qo_indptr = g.qo_indptr;
@@ -567,7 +591,7 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.g = a;
     la.info = r;
     la.cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads, MLA_GPU_FAST_TARGET_CTAS);
-    la.ws = fast && fast_uses_ws(s, o);
+    la.ws = fast && fast_uses_ws(s, o, kv_is_fp8(a));
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
     la.stream = (hipStream_t)stream;

@@ -49,6 +49,7 @@ struct Stage1Smem {
     int linv;  // fp32 per-row 1 / l (times v_scale)
     int lse;   // fp32 per-row natural-log lse
     int qdesc; // two 64-bit wgmma descriptors of Q (warp-specialized)
+    int f8;    // fp8 staging tiles (warp-specialized, fp8 pools; else unused)
     int bytes; // dynamic shared memory to request
 };
 
@@ -124,10 +125,15 @@ static_assert(amd_stage1_smem_plan(AMD_GFX950, 32, 8).bytes <= AMD_GFX950.lds_li
 
 // K/V stages in flight of the warp-specialized stage 1: 4 for 64 rows (the
 // gather runs three tiles ahead), 3 for 96 rows (a 110 KB Q leaves no room
-// for a fourth).
-constexpr int ws_stages(int rows)
+// for a fourth). fp8 pools (64 rows only): the gather lands fp8 codes in
+// WS_F8_STAGING staging tiles (18 KB each), the producer decodes tile t + 1
+// into a bf16 stage while S of tile t runs on wgmma, so the bf16 stages are
+// 3: tile t (S), t - 1 (PV) and t + 1 (being decoded); the gather still
+// runs two tiles ahead of the decode.
+constexpr int WS_F8_STAGING = 2;
+constexpr int ws_stages(int rows, bool f8 = false)
 {
-    return rows == 64 ? 4 : 3;
+    return f8 ? 3 : rows == 64 ? 4 : 3;
 }
 
 // Warp-specialized stage 1 (stage1_ws.h): unpadded rows (D_MAX columns) in
@@ -135,12 +141,13 @@ constexpr int ws_stages(int rows)
 // request carries 1024 bytes of slack). P: 64 rows, 128-byte swizzled
 // K-major (an atom of 64 columns, 32 used); 96 rows, K-major without
 // swizzle (64-byte rows).
-constexpr Stage1Smem stage1_ws_smem_plan(int rows)
+constexpr Stage1Smem stage1_ws_smem_plan(int rows, bool f8 = false)
 {
     Stage1Smem m{};
     m.q = 0;
     m.kv = m.q + rows * D_MAX * 2;
-    m.s = m.kv + ws_stages(rows) * TN * D_MAX * 2;
+    m.f8 = m.kv + ws_stages(rows, f8) * TN * D_MAX * 2;
+    m.s = m.f8 + (f8 ? WS_F8_STAGING * TN * D_MAX : 0);
     m.p = m.s;
     m.al = m.s + (rows == 64 ? rows * 128 : rows * TN * 2);
     m.linv = m.al + rows * 4;
@@ -151,6 +158,7 @@ constexpr Stage1Smem stage1_ws_smem_plan(int rows)
 }
 static_assert(stage1_ws_smem_plan(64).bytes <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem_plan(96).bytes <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
+static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-specialized stage 1 exceeds 227 KB");
 
 // Stage 2 (stage2_merge.h), per block of cw output columns: fp32 draft
 // scores [L][L], draft weights [L][L], split weights [L][NS], and partial

@@ -74,6 +74,17 @@ target_link_libraries(test_gpu_api PRIVATE mla_gpu)
 add_test(NAME hip.gpu.api COMMAND test_gpu_api)
 set_tests_properties(hip.gpu.api PROPERTIES LABELS "cpu;gpu")
 
+# The fp8 decode of the kernels against the schema's C decoder, every code.
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/gpu_tests/test_fp8.hip PROPERTIES LANGUAGE CUDA)
+add_executable(test_gpu_fp8 ${CMAKE_CURRENT_LIST_DIR}/gpu_tests/test_fp8.hip)
+set_target_properties(test_gpu_fp8 PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17
+                      CUDA_RUNTIME_LIBRARY Static)
+target_compile_options(test_gpu_fp8 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${_mla_gencode}>)
+target_include_directories(test_gpu_fp8 PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${MLA_INCLUDE_DIR})
+target_link_libraries(test_gpu_fp8 PRIVATE mla_common CUDA::cudart_static)
+add_test(NAME hip.fp8_decode COMMAND test_gpu_fp8)
+set_tests_properties(hip.fp8_decode PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+
 # Every tier on every catalogue case, the kept variants and compute-sanitizer
 # run through mla-validate (validate/CMakeLists.txt): one evaluation loop.
 

@@ -7,11 +7,16 @@
 
 namespace mla_dev {
 
+// Element type of the KV pool (the values of mla_kv_dtype).
+enum KvFmt { KV_BF16 = 0, KV_E4M3FN = 1, KV_E4M3FNUZ = 2 };
+
 struct Stage1Params {
     const bf16_t *q;
     long long q_st, q_sh;
-    const bf16_t *kv;
-    long long kv_ss;
+    const bf16_t *kv;      // bf16 pool (kv_fmt KV_BF16), else NULL
+    const uint8_t *kv8;    // fp8 pool codes (kv_fmt KV_E4M3FN / KV_E4M3FNUZ), else NULL
+    int kv_fmt;            // KvFmt (device/fp8.h)
+    long long kv_ss;       // elements per slot, of the pool's type
     const int32_t *qo_indptr;
     const int32_t *kv_indptr;
     const int64_t *kv_indices;
@@ -54,7 +59,9 @@ struct GenericParams {
     long long k_st, k_sh;
     const bf16_t *v_ext;
     long long v_st, v_sh;
-    const bf16_t *kv;
+    const bf16_t *kv;   // bf16 pool, or NULL
+    const uint8_t *kv8; // fp8 pool codes, or NULL
+    int kv_fmt;         // KvFmt (device/fp8.h)
     long long kv_ss, kv_sh;
     const int32_t *qo_indptr;
     const int32_t *kv_indptr;

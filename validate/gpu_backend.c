@@ -67,13 +67,6 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
         mla_error_set(err, "mla_gpu_backend_run: NULL fixture or output");
         return MLA_ERR_INVALID;
     }
-    /* No GPU tier reads fp8 codes yet: decline before anything is uploaded
-     * (an fp8 pool must never reach a tier as if it were bf16). */
-    if (fx->kv_dtype != MLA_KV_BF16) {
-        mla_error_set(err, "%s (pool dtype %s)", MLA_FP8_GPU_UNSUPPORTED,
-                      mla_kv_dtype_name(fx->kv_dtype));
-        return MLA_ERR_DECLINED;
-    }
     if (!mla_gpu_available(why, sizeof why)) {
         mla_error_set(err, "%s", why);
         return MLA_ERR_RUNTIME;
@@ -82,7 +75,8 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
     const int64_t T = fx->num_q_tokens, H = fx->cfg.num_heads, Hkv = fx->cfg.num_kv_heads;
     const int64_t D = fx->cfg.head_dim, Dv = fx->cfg.v_head_dim, B = fx->cfg.num_seqs;
     const size_t q_b = (size_t)(T * H * D) * 2, ke_b = (size_t)(T * Hkv * D) * 2,
-                 ve_b = (size_t)(T * Hkv * Dv) * 2, kv_b = (size_t)(fx->pool_slots * Hkv * D) * 2;
+                 ve_b = (size_t)(T * Hkv * Dv) * 2,
+                 kv_b = (size_t)(fx->pool_slots * Hkv * D) * mla_kv_dtype_size(fx->kv_dtype);
     const size_t o_b = (size_t)(T * H * Dv) * 2, l_b = (size_t)(T * H) * 4;
 
     mla_gpu_args a;
@@ -108,7 +102,10 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
     CHECK(upload(&al, &d_q, fx->q, q_b));
     CHECK(upload(&al, &d_ke, fx->k_extend, ke_b));
     CHECK(upload(&al, &d_ve, fx->v_extend, ve_b));
-    CHECK(upload(&al, &d_kv, fx->kv_buffer, kv_b));
+    /* The pool as stored: bf16, or the fp8 codes themselves (schema 1.1.0),
+     * which the tiers decode; never a widened copy. */
+    CHECK(upload(&al, &d_kv, fx->kv_dtype == MLA_KV_BF16 ? (const void *)fx->kv_buffer : (const void *)fx->kv_fp8,
+                 kv_b));
     CHECK(upload(&al, &d_qo, fx->qo_indptr, (size_t)(B + 1) * 4));
     CHECK(upload(&al, &d_kvp, fx->kv_indptr, (size_t)(B + 1) * 4));
     CHECK(upload(&al, &d_idx, fx->kv_indices, (size_t)fx->num_kv_indices * 8));
@@ -135,6 +132,7 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
     a.k_extend = d_ke;
     a.v_extend = d_ve;
     a.kv_buffer = d_kv;
+    a.kv_dtype = (int)fx->kv_dtype;
     a.qo_indptr = d_qo;
     a.kv_indptr = d_kvp;
     a.kv_indices = d_idx;

@@ -257,13 +257,6 @@ void val_suite_run_case(val_suite *s, const mla_fixture *fx, const char *label,
                                 &gerr) != MLA_OK) {
             res->verdict = MLA_VERDICT_FAIL;
             snprintf(res->reason, sizeof res->reason, "%s", gerr.msg);
-        } else if (declined && fx->kv_dtype != MLA_KV_BF16 &&
-                   (be->kind == MLA_KIND_GPU_FAST || be->kind == MLA_KIND_GPU_PERHEAD ||
-                    be->kind == MLA_KIND_GPU_GENERIC || be->kind == MLA_KIND_EMU)) {
-            /* fp8 pool: the GPU tiers decline it (MLA_FP8_GPU_UNSUPPORTED), a
-             * status until they read fp8, not a failure. */
-            res->verdict = MLA_VERDICT_DECLINED;
-            snprintf(res->reason, sizeof res->reason, "%s", berr.msg);
         } else if (declined) {
             if (be->expect == MLA_EXPECT_HAS_EXPECTED) {
                 res->verdict = MLA_VERDICT_NA;

@@ -96,7 +96,14 @@ mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_a
     const size_t q_b = extent(T, a->q_stride_tok, H, a->q_stride_head, s->head_dim);
     const size_t k_b = extent(T, a->k_stride_tok, s->num_kv_heads, a->k_stride_head, s->head_dim);
     const size_t v_b = extent(T, a->v_stride_tok, s->num_kv_heads, a->v_stride_head, s->v_head_dim);
-    const size_t kv_b = extent(kv_pool_slots, a->kv_stride_slot, s->num_kv_heads, a->kv_stride_head, s->kv_dim);
+    // extent() counts bf16 elements; an fp8 pool has one byte per element.
+    const size_t kv_esize = mla_kv_dtype_size((mla_kv_dtype)a->kv_dtype);
+    if (kv_esize == 0) {
+        mla_error_set(err, "amd emu: kv_dtype %d is no mla_kv_dtype", a->kv_dtype);
+        return MLA_ERR_INVALID;
+    }
+    const size_t kv_b =
+        extent(kv_pool_slots, a->kv_stride_slot, s->num_kv_heads, a->kv_stride_head, s->kv_dim) / 2 * kv_esize;
     const size_t o_b = extent(T, a->o_stride_tok, H, a->o_stride_head, s->v_head_dim);
     const size_t lse_b = a->lse ? (size_t)((T - 1) * a->lse_stride_tok + H) * 4 : 0;
 
@@ -113,7 +120,7 @@ mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_a
     d.q = (const mla_bf16 *)upload(a->q, q_b, "q");
     d.k_extend = (const mla_bf16 *)upload(a->k_extend, k_b, "k_extend");
     d.v_extend = (const mla_bf16 *)upload(a->v_extend, v_b, "v_extend");
-    d.kv_buffer = (const mla_bf16 *)upload(a->kv_buffer, kv_b, "kv_buffer");
+    d.kv_buffer = upload(a->kv_buffer, kv_b, "kv_buffer");
     d.qo_indptr = (const int32_t *)upload(a->qo_indptr, (size_t)(bs + 1) * 4, "qo_indptr");
     d.kv_indptr = (const int32_t *)upload(a->kv_indptr, (size_t)(bs + 1) * 4, "kv_indptr");
     d.kv_indices = (const int64_t *)upload(a->kv_indices, (size_t)a->num_kv_indices * 8, "kv_indices");
@@ -166,13 +173,6 @@ extern "C" mla_status mla_amd_emu_backend_run(const mla_fixture *fx, int tier, m
         mla_error_set(err, "mla_amd_emu_backend_run: NULL fixture or output");
         return MLA_ERR_INVALID;
     }
-    /* The AMD tiers read bf16 pools only, like the NVIDIA ones: an fp8 pool
-     * (schema 1.1.0) is declined before its NULL bf16 view is touched. */
-    if (fx->kv_dtype != MLA_KV_BF16) {
-        mla_error_set(err, "%s (pool dtype %s)", MLA_FP8_GPU_UNSUPPORTED,
-                      mla_kv_dtype_name(fx->kv_dtype));
-        return MLA_ERR_DECLINED;
-    }
     const int64_t H = fx->cfg.num_heads, Hkv = fx->cfg.num_kv_heads;
     const int64_t D = fx->cfg.head_dim, Dv = fx->cfg.v_head_dim;
     mla_gpu_args a;
@@ -191,7 +191,9 @@ extern "C" mla_status mla_amd_emu_backend_run(const mla_fixture *fx, int tier, m
     a.v_extend = fx->v_extend;
     a.v_stride_tok = Hkv * Dv;
     a.v_stride_head = Dv;
-    a.kv_buffer = fx->kv_buffer;
+    // The pool as stored (fp8 codes for schema 1.1.0, decoded by the kernels).
+    a.kv_buffer = fx->kv_dtype == MLA_KV_BF16 ? (const void *)fx->kv_buffer : (const void *)fx->kv_fp8;
+    a.kv_dtype = (int)fx->kv_dtype;
     a.kv_stride_slot = Hkv * D;
     a.kv_stride_head = D;
     a.qo_indptr = fx->qo_indptr;

@@ -39,9 +39,16 @@ struct float4 {
 struct uint4 {
     unsigned int x, y, z, w;
 };
+struct __attribute__((aligned(8))) uint2 {
+    unsigned int x, y;
+};
 __device__ __forceinline__ float2 make_float2(float x, float y)
 {
     return float2{x, y};
+}
+__device__ __forceinline__ uint2 make_uint2(unsigned x, unsigned y)
+{
+    return uint2{x, y};
 }
 __device__ __forceinline__ uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
 {

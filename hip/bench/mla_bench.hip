@@ -61,6 +61,23 @@ __global__ void fill_bf16(uint16_t *p, size_t n, uint64_t seed, float gain)
     }
 }
 
+// Seeded random e4m3 codes of magnitude 2^-3 .. 2^2 (exponent fields 4..8:
+// no NaN code and no zero of either flavour), each sign.
+__global__ void fill_fp8(uint8_t *p, size_t n, uint64_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+        x ^= x >> 31;
+        x *= 0xBF58476D1CE4E5B9ull;
+        x ^= x >> 29;
+        p[i] = (uint8_t)((x & 0x80u) | ((4u + (uint32_t)(x >> 8) % 5u) << 3) | ((x >> 16) & 7u));
+    }
+}
+
+// Pool dtype of the timed calls (--kv).
+static int g_kv_dtype = MLA_KV_BF16;
+
 static void fill(void *p, size_t n, uint64_t seed, float gain)
 {
     fill_bf16<<<1024, 256>>>((uint16_t *)p, n, seed, gain);
@@ -210,7 +227,8 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
     CK(cudaMalloc(&s.q, T * c.heads * D * 2));
     CK(cudaMalloc(&s.ke, T * D * 2));
     CK(cudaMalloc(&s.ve, T * DV * 2));
-    CK(cudaMalloc(&s.kv, slots * D * 2));
+    const size_t kv_es = mla_kv_dtype_size((mla_kv_dtype)g_kv_dtype);
+    CK(cudaMalloc(&s.kv, slots * D * kv_es));
     CK(cudaMalloc(&s.qo, (c.bs + 1) * 4));
     CK(cudaMalloc(&s.kvp, (c.bs + 1) * 4));
     CK(cudaMalloc(&s.idx, std::max(1LL, c.bs * P) * 8));
@@ -219,7 +237,12 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
     fill(s.q, T * c.heads * D, seed * 5 + 1, 1.f);
     fill(s.ke, T * D, seed * 5 + 2, 1.f);
     fill(s.ve, T * DV, seed * 5 + 3, 1.f);
-    fill(s.kv, slots * D, seed * 5 + 4, 1.f);
+    if (g_kv_dtype == MLA_KV_BF16) {
+        fill(s.kv, slots * D, seed * 5 + 4, 1.f);
+    } else {
+        fill_fp8<<<1024, 256>>>((uint8_t *)s.kv, slots * D, seed * 5 + 4);
+        CK(cudaGetLastError());
+    }
     std::vector<int> qo(c.bs + 1), kvp(c.bs + 1);
     for (int b = 0; b <= c.bs; ++b) {
         qo[b] = b * c.q_len;
@@ -270,7 +293,8 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
     a.v_extend = (const mla_bf16 *)s.ve;
     a.v_stride_tok = DV;
     a.v_stride_head = DV;
-    a.kv_buffer = (const mla_bf16 *)s.kv;
+    a.kv_buffer = s.kv;
+    a.kv_dtype = g_kv_dtype;
     a.kv_stride_slot = D;
     a.kv_stride_head = D;
     a.qo_indptr = (const int32_t *)s.qo;
@@ -360,7 +384,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: mla-bench [--out DIR] [--quick] [--backends fast,perhead,generic]\n"
                    "                 [--only H,L,bs,prefix] [--cases H,L,bs,P:H,L,bs,P...] [--no-ceilings]\n"
-                   "                 [--kv-layout pages64|random] [--fast-kernel auto|ws|mma]\n"
+                   "                 [--kv-layout pages64|random] [--kv bf16|fp8_e4m3fn|fp8_e4m3fnuz]\n"
+                   "                 [--fast-kernel auto|ws|mma]\n"
                    "                 [--fast-rows 64|96] [--min-split N] [--split-rule adaptive|fixed]\n"
                    "Times the GPU tiers at Kimi-K3 TP8 (H 12, L 8; bs 1/8/32/64; prefix 1k-64k) and\n"
                    "DeepSeek-V3 TP8 (H 16, L 4) shapes: medians of CUDA-graph replays over input sets\n"
@@ -369,6 +394,8 @@ int main(int argc, char **argv)
                    "and writes DIR/bench.json and DIR/bench.md (default DIR reports/h200).\n"
                    "  --kv-layout L     prefix slot lists: pages64 (default; shuffled 64-token pages)\n"
                    "                    or random (every token placed at random)\n"
+                   "  --kv T            pool dtype: bf16 (default) or fp8 codes (schema 1.1.0); the\n"
+                   "                    roofline counts the pool's bytes at 1 byte per fp8 element\n"
                    "  --fast-kernel K   fast stage 1 of the 64/96-row blocks: auto (default: ws where\n"
                    "                    it applies), ws (warp-specialized wgmma) or mma (single-role)\n"
                    "  --fast-rows R     rows per fast stage-1 CTA: 64 (default) or 96\n"
@@ -388,6 +415,19 @@ int main(int argc, char **argv)
                 g_kv_layout = KV_PAGES64;
             else
                 return bad("--kv-layout", v);
+            continue;
+        }
+        if (!strcmp(argv[i], "--kv") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "bf16"))
+                g_kv_dtype = MLA_KV_BF16;
+            else if (!strcmp(v, "fp8_e4m3fn"))
+                g_kv_dtype = MLA_KV_FP8_E4M3FN;
+            else if (!strcmp(v, "fp8_e4m3fnuz"))
+                g_kv_dtype = MLA_KV_FP8_E4M3FNUZ;
+            else
+                return bad("--kv", v);
+            variant_args += std::string(" --kv ") + v;
             continue;
         }
         if (!strcmp(argv[i], "--fast-kernel") && i + 1 < argc) {
@@ -506,7 +546,10 @@ int main(int argc, char **argv)
     CK(cudaStreamCreate(&st));
     std::vector<Record> recs;
     for (const Case &c : cases) {
-        const double kv_bytes = (double)c.bs * (c.prefix + c.q_len) * D * 2;
+        // Bytes the call must read: the prefix pool (1 or 2 bytes an
+        // element) and the drafts' bf16 keys and values.
+        const double kv_bytes = (double)c.bs * ((double)c.prefix * D * mla_kv_dtype_size((mla_kv_dtype)g_kv_dtype) +
+                                                (double)c.q_len * D * 2);
         const double flops = 2.0 * c.bs * c.heads * c.q_len * (double)(c.prefix + c.q_len) * (D + DV);
         // Distinct input sets until the working set is 3x the L2.
         const double set_bytes = kv_bytes + (double)c.bs * c.q_len * c.heads * (D + DV) * 2;
@@ -572,6 +615,8 @@ int main(int argc, char **argv)
     fprintf(jf, "  \"command\": \"mla-bench%s%s --kv-layout %s\",\n", quick ? " --quick" : "",
             variant_args.c_str(), kv_layout_name(g_kv_layout));
     fprintf(jf, "  \"kv_layout\": \"%s\",\n", kv_layout_name(g_kv_layout));
+    fprintf(jf, "  \"kv\": \"%s\",\n", g_kv_dtype == MLA_KV_BF16 ? "bf16"
+                                         : g_kv_dtype == MLA_KV_FP8_E4M3FN ? "fp8_e4m3fn" : "fp8_e4m3fnuz");
     fprintf(jf, "  \"options\": {\"fast_kernel\": \"%s\", \"fast_rows\": %d, \"fast_min_split\": %d, \"fast_split_rule\": \"%s\"},\n",
             mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_rows, g_opts.fast_min_split,
             mla_gpu_split_rule_name(g_opts.fast_split_rule));

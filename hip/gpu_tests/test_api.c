@@ -131,6 +131,31 @@ int main(void)
     CHECK(why && strstr(why, "ws"), "ws on 16 rows: %s", why ? why : "(runs)");
     CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL) == NULL, "auto runs 16 rows");
 
+    /* fp8 pools: the 64-row ws kernel reads them; ws with 96-row blocks
+     * declines naming why (the auto choice runs the mma kernel instead); a
+     * kv_dtype outside mla_kv_dtype is invalid; fp8 rows need 16 codes per
+     * 16 bytes. */
+    a = k3_args(8, 4096);
+    a.kv_dtype = MLA_KV_FP8_E4M3FN;
+    CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL) == NULL, "fp8 on the default fast path");
+    o = mla_gpu_options_default();
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS;
+    o.fast_rows = 96;
+    why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
+    CHECK(why && strstr(why, "fp8"), "fp8 ws 96 rows: %s", why ? why : "(runs)");
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
+    CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o) == NULL, "fp8 auto 96 rows runs mma");
+    CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_PERHEAD, NULL) == NULL, "fp8 per-head");
+    a.kv_stride_slot = 584; /* a multiple of 8, not of 16 */
+    why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL);
+    CHECK(why && strstr(why, "kv_buffer"), "fp8 stride 584: %s", why ? why : "(runs)");
+    a.kv_stride_slot = 576;
+    a.kv_dtype = 7;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_ERR_INVALID &&
+              strstr(err.msg, "kv_dtype"),
+          "kv_dtype 7: %s", err.msg);
+    o = mla_gpu_options_default();
+
     /* Workspace: a pure function of (shape, tier, options). */
     a = k3_args(16, 4096);
     const size_t w1 = mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_AUTO, NULL);

@@ -3,6 +3,7 @@
 #define MLA_KERNELS_GENERIC_H
 
 #include "../device/bf16.h"
+#include "../device/fp8.h"
 #include "../device/sync.h"
 #include "../params.h"
 
@@ -55,12 +56,17 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
     const long long qpos = (long long)P + i;
     float m = -INFINITY, l = 0.f;
     for (int key = warp; key < P + Lb; key += 4) {
-        const bf16_t *kr, *vr;
+        const bf16_t *kr = nullptr, *vr = nullptr;
+        const uint8_t *k8 = nullptr; // fp8 prefix row: keys and values decoded per element
         float ks, vs;
         long long pos;
         if (key < P) {
             pos = key;
-            kr = p.kv + p.kv_indices[kv0 + key] * p.kv_ss + (long long)kvh * p.kv_sh;
+            const long long off = p.kv_indices[kv0 + key] * p.kv_ss + (long long)kvh * p.kv_sh;
+            if (p.kv_fmt != KV_BF16)
+                k8 = p.kv8 + off;
+            else
+                kr = p.kv + off;
             vr = kr;
             ks = p.k_scale;
             vs = p.v_scale;
@@ -77,7 +83,7 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
             continue;
         float dot = 0.f;
         for (int d = lane; d < p.D; d += 32)
-            dot += qf[d] * bf2f(kr[d]);
+            dot += qf[d] * bf2f(k8 ? fp8_to_bf16(k8[d], p.kv_fmt) : kr[d]);
         dot = warp_sum(dot);
         float sc = dot * p.sm_scale * ks;
         if (p.logit_cap > 0.f)
@@ -88,7 +94,7 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
         l = l * alpha + pw;
         const float pv = pw * vs;
         for (int c = lane; c < p.Dv; c += 32)
-            my[c] = my[c] * alpha + pv * bf2f(vr[c]);
+            my[c] = my[c] * alpha + pv * bf2f(k8 ? fp8_to_bf16(k8[c], p.kv_fmt) : vr[c]);
         m = m_new;
     }
     if (lane == 0) {

@@ -13,6 +13,7 @@
 #define MLA_KERNELS_STAGE1_MMA_H
 
 #include "../device/bf16.h"
+#include "../device/fp8.h"
 #include "../device/sync.h"
 #include "../device/mfma_gfx9.h"
 #include "../device/mma_sm80.h"
@@ -83,10 +84,21 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
         const int gt = beg + t * TN + my_tok;
         return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
     };
+    // fp8 pools: 8 codes per chunk through registers, decoded to bf16
+    // (exact) on the way into shared memory; a synchronous load, so this
+    // kernel's fp8 tile waits for its gather (the fp8 fast path on NVIDIA is
+    // the warp-specialized kernel, which keeps its gather asynchronous).
     auto load_tile = [&](int buf, int64_t slot) {
         const bool ok = slot >= 0;
-        const bf16_t *src = p.kv + (ok ? slot : 0) * p.kv_ss;
         bf16_t *dst = Ks + buf * TN * QPITCH + my_tok * QPITCH;
+        if (p.kv_fmt != KV_BF16) {
+            const uint8_t *src = p.kv8 + (ok ? slot : 0) * p.kv_ss;
+            for (int c = my_c0; c < chunks; c += TPK)
+                *(uint4 *)(dst + c * 8) =
+                    fp8x8_to_bf16x8(ok ? *(const uint2 *)(src + c * 8) : make_uint2(0u, 0u), p.kv_fmt);
+            return;
+        }
+        const bf16_t *src = p.kv + (ok ? slot : 0) * p.kv_ss;
         for (int c = my_c0; c < chunks; c += TPK)
             cp_async16(dst + c * 8, src + c * 8, ok ? 16 : 0);
     };

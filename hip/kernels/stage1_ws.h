@@ -5,6 +5,7 @@
 #define MLA_KERNELS_STAGE1_WS_H
 
 #include "../device/bf16.h"
+#include "../device/fp8.h"
 #include "../device/sync.h"
 #include "../device/mma_sm80.h"
 #include "../device/wgmma_sm90.h"
@@ -159,14 +160,20 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
     wg_commit();
 }
 
-template <int MT, int NPW>
+// F8: the pool holds fp8 codes (p.kv8, p.kv_fmt); 64 rows only. The gather
+// lands them in staging tiles (cp.async, asynchronous as for bf16) and the
+// producer decodes tile t + 1 into its bf16 stage while S of tile t runs on
+// wgmma (config.h ws_stages); each thread decodes exactly the bytes it
+// copied, so the staging tiles need no barrier of their own.
+template <int MT, int NPW, bool F8>
 __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
     constexpr int NT = (NPW + 4) * 32;
     static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
+    static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
-    constexpr int STG = ws_stages(ROWS);
+    constexpr int STG = ws_stages(ROWS, F8);
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
     // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
@@ -176,7 +183,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     static_assert(NPW == 8, "PV: two warpgroups");
     // P: 64 rows, 128-byte swizzled K-major (an atom of 64 columns, 32
     // used); 96 rows, K-major without swizzle (64-byte rows).
-    constexpr Stage1Smem SM = stage1_ws_smem_plan(ROWS);
+    constexpr Stage1Smem SM = stage1_ws_smem_plan(ROWS, F8);
 
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base =
@@ -245,11 +252,61 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             cp_async16_s(st + (j & 1 ? dst_odd : dst_even) + (uint32_t)((j >> 1) * TN * 128), src + 64 * j, nb);
     };
 
+    // fp8: thread (my_tok, my_c0) copies the 16-code chunks f = my_c0 + 4j,
+    // j < 9, of its row into staging tile t % WS_F8_STAGING, and decodes the
+    // same chunks into bf16 chunks 2f, 2f + 1: atom j, swizzled chunks
+    // 2 my_c0 and 2 my_c0 + 1 of row my_tok.
+    const uint32_t f8_base = (uint32_t)__cvta_generic_to_shared(base + SM.f8) + (uint32_t)(my_tok * D_MAX + my_c0 * 16);
+    auto load_tile8 = [&](int t, int64_t slot) {
+        if (t >= ntiles)
+            return;
+        const bool ok = slot >= 0;
+        const uint8_t *src = p.kv8 + (ok ? slot : 0) * p.kv_ss + my_c0 * 16;
+        const uint32_t st = f8_base + (uint32_t)((t % WS_F8_STAGING) * TN * D_MAX);
+        const int nb = ok ? 16 : 0;
+#pragma unroll
+        for (int j = 0; j < D_MAX / 64; ++j)
+            cp_async16_s(st + 64 * j, src + 64 * j, nb);
+    };
+    auto decode_tile8 = [&](int t) {
+        if (t >= ntiles)
+            return;
+        const unsigned char *src =
+            base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + my_tok * D_MAX + my_c0 * 16;
+        unsigned char *dst = (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + my_tok * 128;
+        const int o0 = ((2 * my_c0) ^ (my_tok & 7)) << 4, o1 = ((2 * my_c0 + 1) ^ (my_tok & 7)) << 4;
+        const int fmt = p.kv_fmt;
+#pragma unroll
+        for (int j = 0; j < D_MAX / 64; ++j) {
+            const uint4 w = *(const uint4 *)(src + 64 * j);
+            uint4 a, c;
+            fp8x4_to_bf16x4(w.x, fmt, a.x, a.y);
+            fp8x4_to_bf16x4(w.y, fmt, a.z, a.w);
+            fp8x4_to_bf16x4(w.z, fmt, c.x, c.y);
+            fp8x4_to_bf16x4(w.w, fmt, c.z, c.w);
+            *(uint4 *)(dst + j * TN * 128 + o0) = a;
+            *(uint4 *)(dst + j * TN * 128 + o1) = c;
+        }
+    };
+
     int64_t slot_next = -1;
     if (n > 0) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
-        if (producer) {
+        if (F8 && producer) {
+            // Groups: Q, F0, F1; tile 0 decoded once Q and F0 are in, then
+            // F2 into F0's staging tile. The loop decodes tile t + 1 and
+            // issues F(t + 3) into its staging tile.
+            load_tile8(0, slot_of(0));
+            cp_async_commit();
+            load_tile8(1, slot_of(1));
+            cp_async_commit();
+            cp_async_wait_group<1>();
+            decode_tile8(0);
+            load_tile8(2, slot_of(2));
+            cp_async_commit();
+            slot_next = slot_of(3);
+        } else if (producer) {
             // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
             // issues tile t + STG - 1 into the stage tile t - 1 leaves.
             for (int t = 0; t < STG - 1; ++t) {
@@ -324,6 +381,18 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kb);
             else
                 ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
+            if constexpr (F8) {
+                // While S of tile t runs: F(t + 1) has landed (groups F0 ..
+                // F(t + 2) issued; F(t + 2) may be in flight); its bf16 stage
+                // held tile t - 2, released by the P_FREE barrier of the
+                // previous iteration. Then F(t + 3) into the staging tile
+                // just decoded (possibly an empty group: one per tile).
+                cp_async_wait_group<1>();
+                decode_tile8(t + 1);
+                load_tile8(t + 3, slot_next);
+                cp_async_commit();
+                slot_next = slot_of(t + 4);
+            }
             wg_wait<0>();
             if constexpr (!TWO)
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
@@ -338,6 +407,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
             }
             ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
+            if constexpr (F8) { // tile t + 1 was decoded above
+                fence_proxy_async(); // wgmma (async proxy) reads P and the decoded tile
+                nbar_sync(BAR_P_FULL, NT);
+                continue;
+            }
             // Tile t + 1 must have landed (this thread's copies; the
             // barrier publishes everyone's) before it is read by wgmma
             // after the barrier. Groups: Q, tiles 0 .. STG - 2, then one per

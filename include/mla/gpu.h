@@ -88,7 +88,12 @@ typedef struct {
     int64_t k_stride_tok, k_stride_head;
     const mla_bf16 *v_extend; /* [tokens, Hkv, Dv] */
     int64_t v_stride_tok, v_stride_head;
-    const mla_bf16 *kv_buffer; /* [slots, Hkv, D]; values are columns 0..Dv-1 */
+    /* [slots, Hkv, D]; values are columns 0..Dv-1. Of type kv_dtype
+     * (mla_kv_dtype, common.h; 0 = bf16): bf16, or fp8 e4m3fn / e4m3fnuz codes
+     * (one byte each, schema 1.1.0), which every tier decodes exactly to bf16
+     * before its products. Strides in elements of that type. */
+    const void *kv_buffer;
+    int kv_dtype;
     int64_t kv_stride_slot, kv_stride_head;
     const int32_t *qo_indptr;  /* [num_seqs + 1] */
     const int32_t *kv_indptr;  /* [num_seqs + 1] */

@@ -93,12 +93,6 @@ const mla_backend *mla_backend_find(const char *name);
  * the fast path must accept. */
 const char *mla_spec_decline_reason(const mla_fixture *fx);
 
-/* fp8 KV pools (schema 1.1.0): the GPU tiers do not read fp8 codes yet.
- * The GPU glue (validate/gpu_backend.c) declines such a case with this
- * reason before uploading anything (never as a bf16 pool), and the suite
- * reports it as DECLINED (a status, not a failure) for the GPU kinds. */
-#define MLA_FP8_GPU_UNSUPPORTED "fp8 KV pool: not supported by the GPU tiers yet"
-
 typedef enum {
     MLA_VERDICT_PASS = 0,
     MLA_VERDICT_FAIL,

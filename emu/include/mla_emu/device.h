@@ -71,9 +71,16 @@ struct float4 {
 struct uint4 {
     unsigned int x, y, z, w;
 };
+struct alignas(8) uint2 {
+    unsigned int x, y;
+};
 static inline float2 make_float2(float x, float y)
 {
     return float2{x, y};
+}
+static inline uint2 make_uint2(unsigned x, unsigned y)
+{
+    return uint2{x, y};
 }
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
 {
