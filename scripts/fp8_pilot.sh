@@ -1,0 +1,40 @@
+#!/bin/bash
+# fp8 pools on the device in one command (issue 16), from the repo root:
+# build the 'cuda' preset, the decode test over every code, the GPU tiers on
+# the shipped and catalogue fp8 cases, compute-sanitizer on the small fp8
+# cases, and a same-run bf16 / fp8 timing of the K3 and DSV3 TP8 shapes
+# (interleaved rounds). Logs under $OUT.
+#   OUT=DIR bash scripts/fp8_pilot.sh [--rounds N]
+set -u
+rounds=2
+[ "${1:-}" = --rounds ] && rounds=$2
+[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n 2,7p "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+: "${OUT:?set OUT}"
+mkdir -p "$OUT"
+t0=$(date +%s)
+{ cmake --preset cuda && cmake --build --preset cuda; } > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
+echo "build $(( $(date +%s) - t0 )) s"
+grep -E 'Compiling entry|spill|Used' "$OUT/build.log" | sed 's/ptxas info    : //' | paste - - - | sort -u | grep stage1_ws
+build-cuda/hip/test_gpu_fp8; echo "fp8 decode rc $?"
+v=build-cuda/validate/mla-validate
+$v --backend gpu --backend gpu-baseline --backend gpu-fallback --backend gpu:rows96 --backend gpu:mma \
+    fixtures/data/k3-fp8-e4m3fn.h5 fixtures/data/k3-fp8-e4m3fnuz.h5 > "$OUT/val_fixtures.log" 2>&1
+echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -12
+OPENBLAS_NUM_THREADS=16 $v --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback \
+    k3-fp8-e4m3fn-4k dsv3-fp8-e4m3fnuz-16k k3-edges dsv3-edges > "$OUT/val_catalogue.log" 2>&1
+echo "catalogue rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_catalogue.log" | tail -12
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck synccheck; do
+    $cs --tool $tool --error-exitcode 3 $v --catalogue --backend gpu --backend gpu-baseline \
+        --backend gpu-fallback k3-fp8-e4m3fn k3-fp8-e4m3fnuz > "$OUT/san_$tool.log" 2>&1
+    echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
+done
+b=build-cuda/hip/mla-bench
+for r in $(seq 1 "$rounds"); do
+    for kv in bf16 fp8_e4m3fn; do
+        $b --backends fast --no-ceilings --kv $kv --cases 12,8,32,16384:12,8,8,16384:12,8,32,4096:16,4,32,16384:16,4,64,16384:16,4,1,4096 \
+            --out "$OUT/bench_${kv}_r$r" > "$OUT/bench_${kv}_r$r.log" 2>&1
+        grep -E "^fast" "$OUT/bench_${kv}_r$r.log" | sed "s/^/$kv r$r /"
+    done
+done
+echo "total $(( $(date +%s) - t0 )) s"
