@@ -32,45 +32,56 @@ __device__ __forceinline__ bf16_t fp8_to_bf16(uint32_t x, int fmt)
 }
 
 // Four codes (the bytes of w, lowest first) to four bf16: lo holds codes 0
-// and 1, hi codes 2 and 3 (lowest half first), exactly.
-__device__ __forceinline__ void fp8x4_to_bf16x4(uint32_t w, int fmt, uint32_t &lo, uint32_t &hi)
+// and 1, hi codes 2 and 3 (lowest half first), exactly for every code but
+// the NaN codes; returns nonzero when w holds a NaN code (then lo / hi are
+// wrong for it and the caller re-decodes with fp8_to_bf16: kept off the
+// unrolled fast path, whose code size the warp-specialized kernel's
+// instruction cache cannot afford 36 times over).
+__device__ __forceinline__ uint32_t fp8x4_to_bf16x4_nonan(uint32_t w, int fmt, uint32_t &lo, uint32_t &hi)
 {
+    const bool uz = fmt == KV_E4M3FNUZ;
+    // NaN flags, exact per byte (no carry leaves a byte): e4m3fn em = 0x7F,
+    // em + 1 sets bit 7; e4m3fnuz 0x80, em + 0x7F leaves bit 7 clear, sign set.
+    const uint32_t em = w & 0x7f7f7f7fu;
+    const uint32_t nan = uz ? ~(em + 0x7f7f7f7fu) & w & 0x80808080u : (em + 0x01010101u) & 0x80808080u;
 #if defined(MLA_TARGET_NVIDIA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
     // Each code's 7 exponent-and-mantissa bits placed at the bottom of a
     // bf16's: the e4m3 exponent field e reads as a bf16 exponent field e
     // (bias 127), the 3 mantissa bits as bf16's top 3, e = 0 as a bf16
     // subnormal of the same mantissa. One multiply by 2^(127 - bias) then
     // rescales exactly (a power of two, the product representable; bf16
-    // arithmetic keeps subnormals), 2 codes per instruction. 8 integer
-    // operations and 2 multiplies per 4 codes in the warp-specialized
-    // producer, against 4 conversions per 2 codes through f16.
+    // arithmetic keeps subnormals), 2 codes per instruction: per 4 codes 2
+    // byte permutes, 6 integer operations and 2 multiplies.
     const uint32_t a = __byte_perm(w, 0u, 0x1404u); // [0, b0, 0, b1]
     const uint32_t b = __byte_perm(w, 0u, 0x3424u); // [0, b2, 0, b3]
-    uint32_t l = ((a >> 4) & 0x07f007f0u) | (a & 0x80008000u);
-    uint32_t h = ((b >> 4) & 0x07f007f0u) | (b & 0x80008000u);
-    const uint32_t k = fmt == KV_E4M3FNUZ ? 0x7b007b00u : 0x7b807b80u; // 2^119, 2^120
+    uint32_t l = ((a & 0x7f007f00u) >> 4) | (a & 0x80008000u);
+    uint32_t h = ((b & 0x7f007f00u) >> 4) | (b & 0x80008000u);
+    const uint32_t k = uz ? 0x7b007b00u : 0x7b807b80u; // 2^119, 2^120
     // fma with -0 (not mul: sm_80 has it too); x * k + (-0) keeps the sign
     // of a zero product.
     asm("fma.rn.bf16x2 %0, %0, %2, %3;\n"
         "fma.rn.bf16x2 %1, %1, %2, %3;\n"
         : "+r"(l), "+r"(h)
         : "r"(k), "r"(0x80008000u));
-    // NaN codes (rare: a warp-uniform branch is almost never taken).
-    const uint32_t nan = fmt == KV_E4M3FNUZ ? __vcmpeq4(w, 0x80808080u)
-                                             : __vcmpeq4(w | 0x80808080u, 0xffffffffu);
-    if (nan) {
-        l = (uint32_t)fp8_to_bf16(w & 0xffu, fmt) | ((uint32_t)fp8_to_bf16((w >> 8) & 0xffu, fmt) << 16);
-        h = (uint32_t)fp8_to_bf16((w >> 16) & 0xffu, fmt) | ((uint32_t)fp8_to_bf16(w >> 24, fmt) << 16);
-    }
     lo = l;
     hi = h;
 #else
     lo = (uint32_t)fp8_to_bf16(w & 0xffu, fmt) | ((uint32_t)fp8_to_bf16((w >> 8) & 0xffu, fmt) << 16);
     hi = (uint32_t)fp8_to_bf16((w >> 16) & 0xffu, fmt) | ((uint32_t)fp8_to_bf16(w >> 24, fmt) << 16);
 #endif
+    return nan;
 }
 
-// Eight codes (8 bytes) to one 16-byte chunk of 8 bf16.
+// The same with the NaN codes handled: four codes to four bf16, exactly.
+__device__ __forceinline__ void fp8x4_to_bf16x4(uint32_t w, int fmt, uint32_t &lo, uint32_t &hi)
+{
+    if (fp8x4_to_bf16x4_nonan(w, fmt, lo, hi)) {
+        lo = (uint32_t)fp8_to_bf16(w & 0xffu, fmt) | ((uint32_t)fp8_to_bf16((w >> 8) & 0xffu, fmt) << 16);
+        hi = (uint32_t)fp8_to_bf16((w >> 16) & 0xffu, fmt) | ((uint32_t)fp8_to_bf16(w >> 24, fmt) << 16);
+    }
+}
+
+// Eight codes (8 bytes) to one 16-byte chunk of 8 bf16, exactly.
 __device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 w, int fmt)
 {
     uint4 r;

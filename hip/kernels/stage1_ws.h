@@ -276,16 +276,27 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         unsigned char *dst = (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + my_tok * 128;
         const int o0 = ((2 * my_c0) ^ (my_tok & 7)) << 4, o1 = ((2 * my_c0 + 1) ^ (my_tok & 7)) << 4;
         const int fmt = p.kv_fmt;
+        uint32_t nan = 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j) {
             const uint4 w = *(const uint4 *)(src + 64 * j);
             uint4 a, c;
-            fp8x4_to_bf16x4(w.x, fmt, a.x, a.y);
-            fp8x4_to_bf16x4(w.y, fmt, a.z, a.w);
-            fp8x4_to_bf16x4(w.z, fmt, c.x, c.y);
-            fp8x4_to_bf16x4(w.w, fmt, c.z, c.w);
+            nan |= fp8x4_to_bf16x4_nonan(w.x, fmt, a.x, a.y);
+            nan |= fp8x4_to_bf16x4_nonan(w.y, fmt, a.z, a.w);
+            nan |= fp8x4_to_bf16x4_nonan(w.z, fmt, c.x, c.y);
+            nan |= fp8x4_to_bf16x4_nonan(w.w, fmt, c.z, c.w);
             *(uint4 *)(dst + j * TN * 128 + o0) = a;
             *(uint4 *)(dst + j * TN * 128 + o1) = c;
+        }
+        if (nan) {
+            // A NaN code among this thread's 144: redo its bytes one code at
+            // a time (a rolled loop: little code on a path data rarely takes).
+#pragma unroll 1
+            for (int e = 0; e < D_MAX / 4; ++e) {
+                const int j = e >> 4, q = e & 15; // chunk j, code q of its 16
+                *(bf16_t *)(dst + j * TN * 128 + (q < 8 ? o0 : o1) + 2 * (q & 7)) =
+                    fp8_to_bf16(src[64 * j + q], fmt);
+            }
         }
     };
 
