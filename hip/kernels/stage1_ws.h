@@ -133,6 +133,28 @@ __device__ __forceinline__ void ws_s_chain(float (&acc)[16], uint64_t da, uint64
     }
     wg_commit();
 }
+// ws_s_chain calling between(g) after the 4 k16 steps of each 64-column
+// atom g (0..8): the fp8 producer decodes one 16-code chunk of the next
+// tile there, so that its decode fills the issue slots while the wgmma
+// queue drains (issuing the chain stalls on the tensor pipe, which the PV
+// warpgroups share; decoding after it serialized the two: docs/perf-log.md
+// "fp8 pools"). between must not touch acc.
+template <int ROWS, typename F>
+__device__ __forceinline__ void ws_s_chain_cb(float (&acc)[16], uint64_t da, uint64_t db, F &&between)
+{
+    wg_fence();
+    wgmma_m64n32k16<0>(acc, da, db);
+#pragma unroll
+    for (int k = 1; k < D_MAX / 16; ++k) {
+        if ((k & 3) == 0)
+            between(k / 4 - 1);
+        const uint64_t ia = (k & 3) ? 2 : (ROWS * 128 >> 4) - 6, ib = (k & 3) ? 2 : (TN * 128 >> 4) - 6;
+        asm volatile("add.s64 %0, %0, %2;\nadd.s64 %1, %1, %3;\n" : "+l"(da), "+l"(db) : "l"(ia), "l"(ib));
+        wgmma_m64n32k16<1>(acc, da, db);
+    }
+    wg_commit();
+    between(D_MAX / 64 - 1);
+}
 // ws_s_chain with the first QR k16 steps taking Q from registers (loaded
 // once per CTA), the rest from shared memory; da is the descriptor of step
 // QR (a multiple of 4: an atom boundary).
@@ -268,36 +290,44 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         for (int j = 0; j < D_MAX / 64; ++j)
             cp_async16_s(st + 64 * j, src + 64 * j, nb);
     };
+    // Chunk j (< 9) of this thread's part of tile t; returns the NaN flags
+    // of its codes (nonzero: redecode_tile8 must redo them).
+    auto decode_chunk8 = [&](int t, int j) -> uint32_t {
+        const unsigned char *src =
+            base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + my_tok * D_MAX + my_c0 * 16 + 64 * j;
+        unsigned char *dst = (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + j * TN * 128 + my_tok * 128;
+        const int fmt = p.kv_fmt;
+        const uint4 w = *(const uint4 *)src;
+        uint4 a, c;
+        uint32_t nan = fp8x4_to_bf16x4_nonan(w.x, fmt, a.x, a.y);
+        nan |= fp8x4_to_bf16x4_nonan(w.y, fmt, a.z, a.w);
+        nan |= fp8x4_to_bf16x4_nonan(w.z, fmt, c.x, c.y);
+        nan |= fp8x4_to_bf16x4_nonan(w.w, fmt, c.z, c.w);
+        *(uint4 *)(dst + (((2 * my_c0) ^ (my_tok & 7)) << 4)) = a;
+        *(uint4 *)(dst + (((2 * my_c0 + 1) ^ (my_tok & 7)) << 4)) = c;
+        return nan;
+    };
+    // A NaN code among this thread's 144 of tile t: redo them one code at a
+    // time (a rolled loop: little code on a path data rarely takes).
+    auto redecode_tile8 = [&](int t) {
+        const unsigned char *src = base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + my_tok * D_MAX + my_c0 * 16;
+        unsigned char *dst = (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + my_tok * 128;
+#pragma unroll 1
+        for (int e = 0; e < D_MAX / 4; ++e) {
+            const int j = e >> 4, q = e & 15; // chunk j, code q of its 16
+            *(bf16_t *)(dst + j * TN * 128 + (((2 * my_c0 + (q >> 3)) ^ (my_tok & 7)) << 4) + 2 * (q & 7)) =
+                fp8_to_bf16(src[64 * j + q], p.kv_fmt);
+        }
+    };
     auto decode_tile8 = [&](int t) {
         if (t >= ntiles)
             return;
-        const unsigned char *src =
-            base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + my_tok * D_MAX + my_c0 * 16;
-        unsigned char *dst = (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + my_tok * 128;
-        const int o0 = ((2 * my_c0) ^ (my_tok & 7)) << 4, o1 = ((2 * my_c0 + 1) ^ (my_tok & 7)) << 4;
-        const int fmt = p.kv_fmt;
         uint32_t nan = 0;
 #pragma unroll
-        for (int j = 0; j < D_MAX / 64; ++j) {
-            const uint4 w = *(const uint4 *)(src + 64 * j);
-            uint4 a, c;
-            nan |= fp8x4_to_bf16x4_nonan(w.x, fmt, a.x, a.y);
-            nan |= fp8x4_to_bf16x4_nonan(w.y, fmt, a.z, a.w);
-            nan |= fp8x4_to_bf16x4_nonan(w.z, fmt, c.x, c.y);
-            nan |= fp8x4_to_bf16x4_nonan(w.w, fmt, c.z, c.w);
-            *(uint4 *)(dst + j * TN * 128 + o0) = a;
-            *(uint4 *)(dst + j * TN * 128 + o1) = c;
-        }
-        if (nan) {
-            // A NaN code among this thread's 144: redo its bytes one code at
-            // a time (a rolled loop: little code on a path data rarely takes).
-#pragma unroll 1
-            for (int e = 0; e < D_MAX / 4; ++e) {
-                const int j = e >> 4, q = e & 15; // chunk j, code q of its 16
-                *(bf16_t *)(dst + j * TN * 128 + (q < 8 ? o0 : o1) + 2 * (q & 7)) =
-                    fp8_to_bf16(src[64 * j + q], fmt);
-            }
-        }
+        for (int j = 0; j < D_MAX / 64; ++j)
+            nan |= decode_chunk8(t, j);
+        if (nan)
+            redecode_tile8(t);
     };
 
     int64_t slot_next = -1;
@@ -340,7 +370,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // registers for the 64-row S chain": 6-9% on the producer-bound shapes). setmaxnreg moves registers to warpgroup 0:
     // 184 there, 160 in the PV warpgroups (of 168 x 384 at launch); all 36
     // steps would need the PV warps below 152, which ptxas refuses.
-    constexpr int QR = TWO ? 0 : 32;
+    // fp8: Q stays in shared memory (SS-form S chain) so that the producer
+    // has the registers to keep its decode of a tile (9 chunks of 16 codes
+    // per thread) in flight instead of latency-bound (docs/perf-log.md
+    // "fp8 pools").
+    constexpr int QR = TWO || F8 ? 0 : 32;
     constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
@@ -388,21 +422,29 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 if (w >= 2)
                     ws_softmax_rows(acc, valid, p.scale_log2, mB, lB, pk, al);
             }
-            if constexpr (QR > 0)
-                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kb);
-            else
-                ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
             if constexpr (F8) {
-                // While S of tile t runs: F(t + 1) has landed (groups F0 ..
-                // F(t + 2) issued; F(t + 2) may be in flight); its bf16 stage
-                // held tile t - 2, released by the P_FREE barrier of the
-                // previous iteration. Then F(t + 3) into the staging tile
-                // just decoded (possibly an empty group: one per tile).
+                // Tile t + 1 is decoded between the wgmma steps of S(t):
+                // F(t + 1) has landed (groups F0 .. F(t + 2) issued; F(t + 2)
+                // may be in flight); its bf16 stage held tile t - 2, released
+                // by the P_FREE barrier of the previous iteration. Then
+                // F(t + 3) into the staging tile just decoded (possibly an
+                // empty group: one per tile).
                 cp_async_wait_group<1>();
-                decode_tile8(t + 1);
+                const bool dec = t + 1 < ntiles;
+                uint32_t nan = 0;
+                ws_s_chain_cb<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb, [&](int j) {
+                    if (dec)
+                        nan |= decode_chunk8(t + 1, j);
+                });
+                if (nan)
+                    redecode_tile8(t + 1);
                 load_tile8(t + 3, slot_next);
                 cp_async_commit();
                 slot_next = slot_of(t + 4);
+            } else if constexpr (QR > 0) {
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kb);
+            } else {
+                ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
             }
             wg_wait<0>();
             if constexpr (!TWO)
