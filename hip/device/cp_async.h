@@ -35,6 +35,19 @@ __device__ __forceinline__ void cp_async16_s(uint32_t s, const void *gsrc, int s
     (void)src_bytes;
 #endif
 }
+// 8-byte variant (cp.async.ca: .cg takes 16 bytes only), shared-state-space
+// address; NVIDIA only (the fp8 gather of the warp-specialized kernel).
+__device__ __forceinline__ void cp_async8_s(uint32_t s, const void *gsrc, int src_bytes)
+{
+#if defined(MLA_TARGET_NVIDIA)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gsrc),
+                 "r"(src_bytes));
+#else
+    (void)s;
+    (void)gsrc;
+    (void)src_bytes;
+#endif
+}
 __device__ __forceinline__ void cp_async_commit()
 {
 #if defined(MLA_TARGET_NVIDIA)

@@ -133,28 +133,6 @@ __device__ __forceinline__ void ws_s_chain(float (&acc)[16], uint64_t da, uint64
     }
     wg_commit();
 }
-// ws_s_chain calling between(g) after the 4 k16 steps of each 64-column
-// atom g (0..8): the fp8 producer decodes one 16-code chunk of the next
-// tile there, so that its decode fills the issue slots while the wgmma
-// queue drains (issuing the chain stalls on the tensor pipe, which the PV
-// warpgroups share; decoding after it serialized the two: docs/perf-log.md
-// "fp8 pools"). between must not touch acc.
-template <int ROWS, typename F>
-__device__ __forceinline__ void ws_s_chain_cb(float (&acc)[16], uint64_t da, uint64_t db, F &&between)
-{
-    wg_fence();
-    wgmma_m64n32k16<0>(acc, da, db);
-#pragma unroll
-    for (int k = 1; k < D_MAX / 16; ++k) {
-        if ((k & 3) == 0)
-            between(k / 4 - 1);
-        const uint64_t ia = (k & 3) ? 2 : (ROWS * 128 >> 4) - 6, ib = (k & 3) ? 2 : (TN * 128 >> 4) - 6;
-        asm volatile("add.s64 %0, %0, %2;\nadd.s64 %1, %1, %3;\n" : "+l"(da), "+l"(db) : "l"(ia), "l"(ib));
-        wgmma_m64n32k16<1>(acc, da, db);
-    }
-    wg_commit();
-    between(D_MAX / 64 - 1);
-}
 // ws_s_chain with the first QR k16 steps taking Q from registers (loaded
 // once per CTA), the rest from shared memory; da is the descriptor of step
 // QR (a multiple of 4: an atom boundary).
@@ -182,11 +160,15 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
     wg_commit();
 }
 
-// F8: the pool holds fp8 codes (p.kv8, p.kv_fmt); 64 rows only. The gather
-// lands them in staging tiles (cp.async, asynchronous as for bf16) and the
-// producer decodes tile t + 1 into its bf16 stage while S of tile t runs on
-// wgmma (config.h ws_stages); each thread decodes exactly the bytes it
-// copied, so the staging tiles need no barrier of their own.
+// F8: the pool holds fp8 codes (p.kv8, p.kv_fmt); 64 rows only. The PV
+// warpgroups, idle at their barriers most of a tile in the bf16 kernel,
+// gather the codes into staging tiles (cp.async) and decode tile t + 2 into
+// its bf16 stage while their PV wgmma of tile t runs (config.h ws_stages);
+// the P_FREE barrier of tile t publishes it to the producer, whose S chain
+// reads it two iterations later. Each thread decodes exactly the bytes it
+// copied, so the staging tiles need no barrier of their own. (Decoding in
+// the producer added its ~2000 cycles a tile to the producer-bound tile
+// period: docs/perf-log.md "fp8 pools".)
 template <int MT, int NPW, bool F8>
 __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
 {
@@ -274,80 +256,76 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             cp_async16_s(st + (j & 1 ? dst_odd : dst_even) + (uint32_t)((j >> 1) * TN * 128), src + 64 * j, nb);
     };
 
-    // fp8: thread (my_tok, my_c0) copies the 16-code chunks f = my_c0 + 4j,
-    // j < 9, of its row into staging tile t % WS_F8_STAGING, and decodes the
-    // same chunks into bf16 chunks 2f, 2f + 1: atom j, swizzled chunks
-    // 2 my_c0 and 2 my_c0 + 1 of row my_tok.
-    const uint32_t f8_base = (uint32_t)__cvta_generic_to_shared(base + SM.f8) + (uint32_t)(my_tok * D_MAX + my_c0 * 16);
-    auto load_tile8 = [&](int t, int64_t slot) {
+    // fp8 (PV warpgroups, thread v = tid - 128 < 256): token v / 8 of the
+    // tile, 8-code pieces q = v % 8 + 8j, j < 9, of its row: copied into
+    // staging tile t % WS_F8_STAGING, decoded into the bf16 chunk q (atom j,
+    // swizzled chunk v % 8 of row v / 8).
+    const int v8 = tid - 128, tok8 = (v8 >> 3) & (TN - 1), sub8 = v8 & 7;
+    auto slot8_of = [&](int t) -> int64_t {
+        const int gt = beg + t * TN + tok8;
+        return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+    };
+    const uint32_t f8_base = (uint32_t)__cvta_generic_to_shared(base + SM.f8) + (uint32_t)(tok8 * D_MAX + sub8 * 8);
+    auto load_tile8 = [&](int t) {
         if (t >= ntiles)
             return;
+        const int64_t slot = slot8_of(t);
         const bool ok = slot >= 0;
-        const uint8_t *src = p.kv8 + (ok ? slot : 0) * p.kv_ss + my_c0 * 16;
+        const uint8_t *src = p.kv8 + (ok ? slot : 0) * p.kv_ss + sub8 * 8;
         const uint32_t st = f8_base + (uint32_t)((t % WS_F8_STAGING) * TN * D_MAX);
-        const int nb = ok ? 16 : 0;
+        const int nb = ok ? 8 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j)
-            cp_async16_s(st + 64 * j, src + 64 * j, nb);
-    };
-    // Chunk j (< 9) of this thread's part of tile t; returns the NaN flags
-    // of its codes (nonzero: redecode_tile8 must redo them).
-    auto decode_chunk8 = [&](int t, int j) -> uint32_t {
-        const unsigned char *src =
-            base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + my_tok * D_MAX + my_c0 * 16 + 64 * j;
-        unsigned char *dst = (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + j * TN * 128 + my_tok * 128;
-        const int fmt = p.kv_fmt;
-        const uint4 w = *(const uint4 *)src;
-        uint4 a, c;
-        uint32_t nan = fp8x4_to_bf16x4_nonan(w.x, fmt, a.x, a.y);
-        nan |= fp8x4_to_bf16x4_nonan(w.y, fmt, a.z, a.w);
-        nan |= fp8x4_to_bf16x4_nonan(w.z, fmt, c.x, c.y);
-        nan |= fp8x4_to_bf16x4_nonan(w.w, fmt, c.z, c.w);
-        *(uint4 *)(dst + (((2 * my_c0) ^ (my_tok & 7)) << 4)) = a;
-        *(uint4 *)(dst + (((2 * my_c0 + 1) ^ (my_tok & 7)) << 4)) = c;
-        return nan;
-    };
-    // A NaN code among this thread's 144 of tile t: redo them one code at a
-    // time (a rolled loop: little code on a path data rarely takes).
-    auto redecode_tile8 = [&](int t) {
-        const unsigned char *src = base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + my_tok * D_MAX + my_c0 * 16;
-        unsigned char *dst = (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + my_tok * 128;
-#pragma unroll 1
-        for (int e = 0; e < D_MAX / 4; ++e) {
-            const int j = e >> 4, q = e & 15; // chunk j, code q of its 16
-            *(bf16_t *)(dst + j * TN * 128 + (((2 * my_c0 + (q >> 3)) ^ (my_tok & 7)) << 4) + 2 * (q & 7)) =
-                fp8_to_bf16(src[64 * j + q], p.kv_fmt);
-        }
+            cp_async8_s(st + 64 * j, src + 64 * j, nb);
     };
     auto decode_tile8 = [&](int t) {
         if (t >= ntiles)
             return;
+        const unsigned char *src = base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + tok8 * D_MAX + sub8 * 8;
+        unsigned char *dst =
+            (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4);
+        const int fmt = p.kv_fmt;
         uint32_t nan = 0;
 #pragma unroll
-        for (int j = 0; j < D_MAX / 64; ++j)
-            nan |= decode_chunk8(t, j);
-        if (nan)
-            redecode_tile8(t);
+        for (int j = 0; j < D_MAX / 64; ++j) {
+            const uint2 w = *(const uint2 *)(src + 64 * j);
+            uint4 a;
+            nan |= fp8x4_to_bf16x4_nonan(w.x, fmt, a.x, a.y);
+            nan |= fp8x4_to_bf16x4_nonan(w.y, fmt, a.z, a.w);
+            *(uint4 *)(dst + j * TN * 128) = a;
+        }
+        if (nan) {
+            // A NaN code among this thread's 72: redo them one at a time (a
+            // rolled loop: little code on a path data rarely takes).
+#pragma unroll 1
+            for (int e = 0; e < D_MAX / 8; ++e)
+                *(bf16_t *)(dst + (e >> 3) * TN * 128 + 2 * (e & 7)) = fp8_to_bf16(src[64 * (e >> 3) + (e & 7)], fmt);
+        }
     };
 
     int64_t slot_next = -1;
     if (n > 0) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
-        if (F8 && producer) {
-            // Groups: Q, F0, F1; tile 0 decoded once Q and F0 are in, then
-            // F2 into F0's staging tile. The loop decodes tile t + 1 and
-            // issues F(t + 3) into its staging tile.
-            load_tile8(0, slot_of(0));
+        if (F8 && !producer) {
+            // Groups: Q, F0, F1, then F2 into F0's staging tile once tile 0
+            // is decoded, F3 into F1's after tile 1. PV iteration t decodes
+            // tile t + 2 and issues F(t + 4) into its staging tile.
+            load_tile8(0);
             cp_async_commit();
-            load_tile8(1, slot_of(1));
+            load_tile8(1);
             cp_async_commit();
             cp_async_wait_group<1>();
             decode_tile8(0);
-            load_tile8(2, slot_of(2));
+            load_tile8(2);
             cp_async_commit();
-            slot_next = slot_of(3);
-        } else if (producer) {
+            cp_async_wait_group<1>();
+            decode_tile8(1);
+            load_tile8(3);
+            cp_async_commit();
+        } else if (F8 || !producer) {
+            cp_async_wait_all();
+        } else {
             // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
             // issues tile t + STG - 1 into the stage tile t - 1 leaves.
             for (int t = 0; t < STG - 1; ++t) {
@@ -356,8 +334,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             }
             slot_next = slot_of(STG - 1);
             cp_async_wait_group<STG - 2>(); // Q and tile 0
-        } else {
-            cp_async_wait_all();
         }
         fence_proxy_async();
     }
@@ -370,11 +346,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // registers for the 64-row S chain": 6-9% on the producer-bound shapes). setmaxnreg moves registers to warpgroup 0:
     // 184 there, 160 in the PV warpgroups (of 168 x 384 at launch); all 36
     // steps would need the PV warps below 152, which ptxas refuses.
-    // fp8: Q stays in shared memory (SS-form S chain) so that the producer
-    // has the registers to keep its decode of a tile (9 chunks of 16 codes
-    // per thread) in flight instead of latency-bound (docs/perf-log.md
-    // "fp8 pools").
-    constexpr int QR = TWO || F8 ? 0 : 32;
+    constexpr int QR = TWO ? 0 : 32;
     constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
@@ -422,30 +394,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 if (w >= 2)
                     ws_softmax_rows(acc, valid, p.scale_log2, mB, lB, pk, al);
             }
-            if constexpr (F8) {
-                // Tile t + 1 is decoded between the wgmma steps of S(t):
-                // F(t + 1) has landed (groups F0 .. F(t + 2) issued; F(t + 2)
-                // may be in flight); its bf16 stage held tile t - 2, released
-                // by the P_FREE barrier of the previous iteration. Then
-                // F(t + 3) into the staging tile just decoded (possibly an
-                // empty group: one per tile).
-                cp_async_wait_group<1>();
-                const bool dec = t + 1 < ntiles;
-                uint32_t nan = 0;
-                ws_s_chain_cb<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb, [&](int j) {
-                    if (dec)
-                        nan |= decode_chunk8(t + 1, j);
-                });
-                if (nan)
-                    redecode_tile8(t + 1);
-                load_tile8(t + 3, slot_next);
-                cp_async_commit();
-                slot_next = slot_of(t + 4);
-            } else if constexpr (QR > 0) {
+            if constexpr (QR > 0)
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kb);
-            } else {
+            else
                 ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
-            }
             wg_wait<0>();
             if constexpr (!TWO)
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
@@ -460,8 +412,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
             }
             ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
-            if constexpr (F8) { // tile t + 1 was decoded above
-                fence_proxy_async(); // wgmma (async proxy) reads P and the decoded tile
+            if constexpr (F8) { // the PV warpgroups gather and decode
+                fence_proxy_async(); // wgmma (async proxy) reads P
                 nbar_sync(BAR_P_FULL, NT);
                 continue;
             }
@@ -541,6 +493,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             wgmma_m64n256k16_tb(acc, dp, dv);
             wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
             wg_commit();
+            if constexpr (F8) {
+                // While PV(t) runs: tile t + 2 into its stage (tile t - 1's:
+                // this warpgroup's PV(t - 1) is done, the producer's S(t - 1)
+                // was before P_FULL(t - 1)). F(t + 2) has landed (groups
+                // F0 .. F(t + 3) issued, F(t + 3) may be in flight); then
+                // F(t + 4) into its staging tile (possibly an empty group:
+                // one per tile).
+                cp_async_wait_group<1>();
+                decode_tile8(t + 2);
+                load_tile8(t + 4);
+                cp_async_commit();
+                fence_proxy_async(); // the producer's wgmma reads the decoded tile
+            }
             wg_wait<0>();
             nbar_sync(BAR_P_FREE, NT);
         }
