@@ -266,10 +266,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
     };
     const uint32_t f8_base = (uint32_t)__cvta_generic_to_shared(base + SM.f8) + (uint32_t)(tok8 * D_MAX + sub8 * 8);
-    auto load_tile8 = [&](int t) {
+    // slot: slot8_of(t), looked up a tile ahead by the caller (waiting for
+    // the index load in front of the copies was the PV warps' largest stall).
+    auto load_tile8 = [&](int t, int64_t slot) {
         if (t >= ntiles)
             return;
-        const int64_t slot = slot8_of(t);
         const bool ok = slot >= 0;
         const uint8_t *src = p.kv8 + (ok ? slot : 0) * p.kv_ss + sub8 * 8;
         const uint32_t st = f8_base + (uint32_t)((t % WS_F8_STAGING) * TN * D_MAX);
@@ -286,13 +287,22 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4);
         const int fmt = p.kv_fmt;
         uint32_t nan = 0;
+        // Loads in batches of 3: one shared-memory latency per batch instead
+        // of one per piece (ncu: the decode was latency-bound, ~290 cycles a
+        // piece); all 9 at once spill (the PV warps hold 128 accumulators).
 #pragma unroll
-        for (int j = 0; j < D_MAX / 64; ++j) {
-            const uint2 w = *(const uint2 *)(src + 64 * j);
-            uint4 a;
-            nan |= fp8x4_to_bf16x4_nonan(w.x, fmt, a.x, a.y);
-            nan |= fp8x4_to_bf16x4_nonan(w.y, fmt, a.z, a.w);
-            *(uint4 *)(dst + j * TN * 128) = a;
+        for (int j0 = 0; j0 < D_MAX / 64; j0 += 3) {
+            uint2 w[3];
+#pragma unroll
+            for (int j = 0; j < 3; ++j)
+                w[j] = *(const uint2 *)(src + 64 * (j0 + j));
+#pragma unroll
+            for (int j = 0; j < 3; ++j) {
+                uint4 a;
+                nan |= fp8x4_to_bf16x4_nonan(w[j].x, fmt, a.x, a.y);
+                nan |= fp8x4_to_bf16x4_nonan(w[j].y, fmt, a.z, a.w);
+                *(uint4 *)(dst + (j0 + j) * TN * 128) = a;
+            }
         }
         if (nan) {
             // A NaN code among this thread's 72: redo them one at a time (a
@@ -303,7 +313,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
     };
 
-    int64_t slot_next = -1;
+    int64_t slot_next = -1, slot8_next = -1;
     if (n > 0) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
@@ -311,17 +321,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // Groups: Q, F0, F1, then F2 into F0's staging tile once tile 0
             // is decoded, F3 into F1's after tile 1. PV iteration t decodes
             // tile t + 2 and issues F(t + 4) into its staging tile.
-            load_tile8(0);
+            const int64_t s2 = slot8_of(2), s3 = slot8_of(3);
+            load_tile8(0, slot8_of(0));
             cp_async_commit();
-            load_tile8(1);
+            load_tile8(1, slot8_of(1));
             cp_async_commit();
+            slot8_next = slot8_of(4);
             cp_async_wait_group<1>();
             decode_tile8(0);
-            load_tile8(2);
+            load_tile8(2, s2);
             cp_async_commit();
             cp_async_wait_group<1>();
             decode_tile8(1);
-            load_tile8(3);
+            load_tile8(3, s3);
             cp_async_commit();
         } else if (F8 || !producer) {
             cp_async_wait_all();
@@ -502,9 +514,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 // one per tile).
                 cp_async_wait_group<1>();
                 decode_tile8(t + 2);
-                load_tile8(t + 4);
+                // The producer's wgmma reads the decoded tile. Fenced before
+                // the next copies are issued: the fence waits for this
+                // thread's copies in flight too (ncu: a long-scoreboard
+                // stall on the fence when it followed them).
+                fence_proxy_async();
+                load_tile8(t + 4, slot8_next);
                 cp_async_commit();
-                fence_proxy_async(); // the producer's wgmma reads the decoded tile
+                slot8_next = slot8_of(t + 5);
             }
             wg_wait<0>();
             nbar_sync(BAR_P_FREE, NT);
