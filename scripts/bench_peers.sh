@@ -71,6 +71,7 @@ d = json.load(open(path))
 for r in d["records"]:
     print(json.dumps({"impl": impl, "H": r["heads"], "L": r["q_len"], "bs": r["bs"],
                       "prefix": r["prefix"], "median_us": r["median_us"], "kv_layout": layout,
+                      "kv": d.get("kv", "bf16"),
                       "round": int(rnd), "copy_bw_TBps": d.get("copy_bw_TBps"),
                       "gemm_TFLOPs": d.get("gemm_TFLOPs")}))
 PY
@@ -100,6 +101,16 @@ for r in $(seq 1 "$rounds"); do
                 echo "bench_peers: ours failed (H $H, $lay, round $r): $(tail -1 "$d.log")" >&2
             fi
             ceil_flag="--no-ceilings"
+            if [ "$lay" = pages64 ] && "$ours" --help 2>&1 | grep -q -- "--kv T"; then
+                # The fp8 pool (issue 16), same cases, same round.
+                d="$raw/ours_fp8_r${r}_H${H}"; mkdir -p "$d"
+                if "$ours" --backends fast --no-ceilings --kv fp8_e4m3fn --cases "$mcases" --out "$d" \
+                       > "$d.log" 2>&1; then
+                    ours_lines ours-fp8 pages64 "$r" "$d/bench.json" >> "$raw/all.jsonl"
+                else
+                    echo "bench_peers: ours fp8 failed (H $H, round $r): $(tail -1 "$d.log")" >&2
+                fi
+            fi
             if [ -n "$before" ] && [ "$lay" = pages64 ]; then
                 # The earlier build knows only the 64-token-page layout.
                 d="$raw/before_r${r}_H${H}"; mkdir -p "$d"

@@ -18,8 +18,9 @@ import sys
 D, DV = 576, 512
 
 
-def roofline_us(H, L, bs, P, copy_TBps, gemm_TFLOPs):
-    bytes_ = bs * (P + L) * D * 2
+def roofline_us(H, L, bs, P, copy_TBps, gemm_TFLOPs, kv="bf16"):
+    # The prefix pool at 1 byte an element for fp8 pools; the drafts' bf16.
+    bytes_ = bs * (P * (1 if kv.startswith("fp8") else 2) + L * 2) * D
     flop = 2.0 * bs * H * L * (P + L) * (D + DV)
     return max(bytes_ / (copy_TBps * 1e12), flop / (gemm_TFLOPs * 1e12)) * 1e6
 
@@ -62,13 +63,13 @@ def main():
 
     groups = {}
     for r in lines:
-        key = (r["impl"], r.get("kv_layout", "pages64"), r["H"], r["L"], r["bs"], r["prefix"])
+        key = (r["impl"], r.get("kv_layout", "pages64"), r.get("kv", "bf16"), r["H"], r["L"], r["bs"], r["prefix"])
         groups.setdefault(key, []).append(float(r["median_us"]))
     records = []
-    for (impl, lay, H, L, bs, P), ts in sorted(groups.items()):
+    for (impl, lay, kv, H, L, bs, P), ts in sorted(groups.items()):
         med = statistics.median(ts)
-        roof = roofline_us(H, L, bs, P, copy_bw, gemm)
-        records.append({"impl": impl, "kv_layout": lay, "H": H, "L": L, "bs": bs, "prefix": P,
+        roof = roofline_us(H, L, bs, P, copy_bw, gemm, kv)
+        records.append({"impl": impl, "kv_layout": lay, "kv": kv, "H": H, "L": L, "bs": bs, "prefix": P,
                         "median_us": round(med, 2), "rounds_us": [round(t, 2) for t in ts],
                         "roofline_us": round(roof, 2), "pct_roofline": round(100 * roof / med, 1)})
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -76,7 +77,8 @@ def main():
            "copy_bw_TBps": copy_bw, "gemm_TFLOPs": gemm,
            "note": "medians over interleaved rounds in one device command; CUDA graphs; "
                    "kv_layout pages64 = slot lists from shuffled 64-token pages, random = a random "
-                   "token permutation; FlashMLA always reads 64-token pages",
+                   "token permutation; FlashMLA always reads 64-token pages; kv = the pool's dtype "
+                   "(impl ours-fp8: fp8_e4m3fn codes, roofline with 1 byte a pool element)",
            "records": records}
     os.makedirs(a.out, exist_ok=True)
     js = json.dumps(doc, indent=1)
@@ -127,6 +129,12 @@ def main():
                 else:
                     row.append("")
             for i in others:
+                if i == "ours-fp8":
+                    f8 = idx.get((i, "pages64", H, L, bs, P))
+                    o = idx.get(("ours", "pages64", H, L, bs, P))
+                    row.append(f"{f8['median_us']:.1f} ({f8['pct_roofline']:.0f}% roof, "
+                               f"{f8['median_us'] / o['median_us']:.2f}x ours bf16)" if f8 and o else "")
+                    continue
                 lay_pref = [x for x in ("pages64", "random") if (i, x, H, L, bs, P) in idx]
                 row.append("; ".join(f"{idx[(i, x, H, L, bs, P)]['median_us']:.1f} ({x})" for x in lay_pref))
             md.append("| " + " | ".join(row) + " |")
@@ -141,6 +149,10 @@ def main():
                                  f"{o['median_us']:.1f} vs {fm['median_us']:.1f}"))
             if o and bs == 1 and P <= 4096:
                 bars.append((f"{name} bs 1 / {P}: <= 10 us", o["median_us"] <= 10.0, f"{o['median_us']:.1f}"))
+            f8 = idx.get(("ours-fp8", "pages64", H, L, bs, P))
+            if o and f8 and (H, L) == (16, 4) and bs == 32 and P == 16384:
+                bars.append((f"DSV3 bs 32 / 16k fp8: <= 0.6x ours bf16", f8["median_us"] <= 0.6 * o["median_us"],
+                             f"{f8['median_us']:.1f} vs bf16 {o['median_us']:.1f} ({f8['median_us'] / o['median_us']:.2f}x)"))
             b = idx.get(("before", "pages64", H, L, bs, P))
             if o and b:
                 bars.append((f"{name} bs {bs} / {P}: not slower than before", o["median_us"] <= b["median_us"] * 1.02,
