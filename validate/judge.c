@@ -8,7 +8,8 @@
  *   M_{b,c} = max |v_c| over every value the sequence can see (prefix values
  *             times v_scale, and draft values): the output and every split's
  *             partial output are convex combinations of these, so
- *             |O_c| <= M_{b,c} and |O_{s,c}| <= M_{b,c};
+ *             |O_c| <= M_{b,c} and |O_{s,c}| <= M_{b,c} (the bias test's
+ *             cancellation term uses the tighter A_c where it can, (B2));
  *   A_r     = sm_scale * max(k_scale, 1) * ||q_r||_2 * max_k ||k_k||_2, a
  *             Cauchy-Schwarz bound on sum_i |q_i k_i| * scale, the quantity
  *             whose fp32 dot-product error perturbs a score;
@@ -203,17 +204,32 @@ static double rownorm(const mla_bf16 *x, int n)
  * the three.
  *
  * The threshold is
- *     tau_G = Z sigma_G + t_P,G + (kc u_b + SAFETY gamma_G) sqrt(sum M_c^2 r^2) / sum r^2  (B2)
+ *     tau_G = Z sigma_G + t_P,G + (kc u_b + SAFETY gamma_G) sqrt(sum W_c^2 r^2) / sum r^2  (B2)
  * Z = 6: a correct kernel's |s - 1| passes 6 standard deviations with
  * probability 2e-9 (normal tail). The last term is the cancellation term of
  * the element bound, not multiplied by Z: each of kc roundings may be of a
- * partial as large as M_c (the largest visible |v_c|), not of the output;
- * it shrinks as 1/sqrt(rows) for larger groups. The fp32 term (1) rides on
- * it: a perturbed score shifts a whole row's weights coherently, a
- * correlated error no averaging removes; gamma_G is the group's largest
- * gamma_r. kc counts the bf16 partials (1 on their paths) and, only where
- * the reference's P statistics are missing, the rounding of P as well
- * (the pre-(B3) bound; the run says so).
+ * partial much larger than the output; it shrinks as 1/sqrt(rows) for
+ * larger groups. kc counts the bf16 partials (1 on their paths) and, only
+ * where the reference's P statistics are missing, the rounding of P as well
+ * (the pre-(B3) bound; the run says so). W_c bounds the rounded quantities:
+ *   A_c = sum_k P_k |v_{k,c}| (P_k the final softmax weights, sinks in the
+ *   denominator; prefix values with v_scale, draft keys included), from the
+ *   reference's statistics (mla_reference_run_pstats, pstats[5] =
+ *   sum_c A_c^2 r_c^2 per row), for any split plan: split s enters the
+ *   output as y_{s,c} = w_s O_{s,c} = sum_{k in s} P_k v_{k,c} (w_s its
+ *   merge weight exp(lse_s - lse)), rounding the partial O_s to bf16 moves
+ *   the output by at most u_b |y_{s,c}|, and sum_s |y_{s,c}| <= A_c. A
+ *   bf16-rounded P moves it by sum_k dP_k v_{k,c}, |dP_k| <= u_b P_k: also
+ *   at most u_b A_c. The fp32 term (1) rides on the same W_c: a score
+ *   perturbed by delta moves the output by sum_k P_k delta_k (v_{k,c} - O_c),
+ *   at most delta (A_c + |O_c|) <= 2 delta A_c, and the fp32 PV sum's error
+ *   is about sqrt(N) u_32 times the sum of |P_k v_{k,c}|, A_c again (its
+ *   score part is the coherent one: a perturbed score shifts a whole row's
+ *   weights, a correlated error no averaging removes; gamma_G is the
+ *   group's largest gamma_r).
+ *   M_c (the largest visible |v_c|, >= A_c) where the statistics are not
+ *   given, and on the reference's own path, whose statistics come from the
+ *   backend under test (the oracle is its baseline).
  *
  * P rounded to bf16 before the PV product (t_P,G, paths that do it). The
  * kernel forms p_k = exp(s_k - m) with the running max m of its block or
@@ -262,7 +278,7 @@ typedef struct {
     double w2;     /* sum r^2 delta^2 */
     double w3;     /* sum r^3 delta */
     double r4;     /* sum r^4 */
-    double cm;     /* sum M_c^2 r^2 */
+    double cm;     /* sum A_c^2 r^2 (reference statistics) or sum M_c^2 r^2 (B2) */
     double ca2;    /* sum over rows of (row's a)^2 */
     double cab;    /* sum over rows of a_row b_row */
     double cb2;    /* sum over rows of b_row^2 */
@@ -415,13 +431,13 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     }
     /* Unit roundoff of the output (B1): bf16 outputs, or the fp32 reference
      * judged against the oracle. */
-    /* The bf16 partials keep the a-priori cancellation term (B2): their
-     * per-element roundings are in principle measured by the residuals, but
-     * a row whose sum r^2 rests on a few channels gives that estimate few
-     * degrees of freedom (tried: a correct model reached 0.996 of its
-     * threshold on k3-scales with no partials' term). The rounding of P gets
-     * (B3)/(B4) from the reference's statistics where they are given, else
-     * the same a-priori term. */
+    /* The bf16 partials keep the cancellation term (B2), with A_c where the
+     * reference's statistics are given: their per-element roundings are in
+     * principle measured by the residuals, but a row whose sum r^2 rests on
+     * a few channels gives that estimate few degrees of freedom (tried: a
+     * correct model reached 0.996 of its threshold on k3-scales with no
+     * partials' term). The rounding of P gets (B3)/(B4) from the reference's
+     * statistics where they are given, else the same a-priori term. */
     const int p_bf16 = path == MLA_PATH_BF16_P || path == MLA_PATH_BF16_P_PARTIALS;
     const double n_groups = (double)nrows + (double)(nbs * nbh) + (double)Lmax * (double)nbh +
                             (double)nbs + (double)nbh;
@@ -563,6 +579,16 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                                 racc.cm += Mh[ch] * Mh[ch] * r2;
                             racc.n++;
                         }
+                    }
+                    /* (B2)'s cancellation term with A_c in place of M_c
+                     * where the baseline's statistics are given; not on the
+                     * reference's own path, whose statistics come from the
+                     * backend under test. */
+                    if (in->ref_pstats && !ref_path) {
+                        const double ca =
+                            in->ref_pstats[((size_t)t * H + h) * MLA_REF_PSTATS + 5];
+                        if (isfinite(ca) && ca >= 0)
+                            racc.cm = ca;
                     }
                     if (p_bf16) {
                         /* V_row of (B3): the larger of the two normalizer

@@ -168,9 +168,10 @@ typedef struct {
     const float *ref_lse;
     const double *oracle_o; /* may be NULL */
     const double *oracle_lse;
-    /* NULL, or [tokens, H, 3] from mla_reference_run_pstats: the bias
-     * test's P-in-bf16 term (judge.c (B3)); without it the a-priori
-     * cancellation term stands in, and the run says so. */
+    /* NULL, or [tokens, H, MLA_REF_PSTATS] from mla_reference_run_pstats:
+     * the bias test's P-in-bf16 term (judge.c (B3)) and the A_c of its
+     * cancellation term (B2); without it the a-priori terms (M_c) stand in,
+     * and on a P-in-bf16 path the run says so. */
     const double *ref_pstats;
 } mla_judge_input;
 
