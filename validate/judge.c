@@ -102,6 +102,13 @@ const char *mla_path_name(mla_path p)
     return "?";
 }
 
+const char *mla_bias_level_name(int level)
+{
+    static const char *const names[MLA_BIAS_LEVELS] = {"row", "sequence-head", "draft-head",
+                                                        "head", "sequence"};
+    return level >= 0 && level < MLA_BIAS_LEVELS ? names[level] : "?";
+}
+
 const char *mla_verdict_name(mla_verdict v)
 {
     switch (v) {
@@ -288,6 +295,10 @@ typedef struct {
     double ro;     /* sum r (bf16(r) - r): the reference's own output rounding (B5) */
     int pmiss;     /* rows without a usable V_row: the a-priori term stands in (B2) */
     int64_t n;     /* elements */
+    /* For the noise report only (mla_metrics.bias_level), not the verdict:
+     * the slope against the fp64 oracle x, sum x (o - x) / sum x^2. */
+    double oa;     /* sum x (o - x) */
+    double ob;     /* sum x^2 */
 } bias_acc;
 
 static void bias_add_row(bias_acc *g, const bias_acc *row)
@@ -306,6 +317,8 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
     g->pt += row->pt;
     g->ro += row->ro;
     g->pmiss += row->pmiss;
+    g->oa += row->oa;
+    g->ob += row->ob;
     if (row->gamma > g->gamma)
         g->gamma = row->gamma;
 }
@@ -319,6 +332,8 @@ typedef struct {
     int k, kc;
     int kp;    /* 1: the path rounds P to bf16 (its term is (B3) where V_row is known) */
     double zp; /* Z_P of (B3) for this case's number of groups */
+    int oracle; /* the noise report's slope against the oracle: 0 none, 1 from oa / ob,
+                   2 the baseline is the oracle (the reference's own path) */
 } bias_model;
 
 static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, double *tau)
@@ -350,14 +365,34 @@ static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, dou
     return 1;
 }
 
-/* Judges one group: records the worst ratio and the first failure. */
-static void bias_judge(const bias_acc *g, const bias_model *bm, const char *name, mla_metrics *m,
-                       char *first, size_t first_n)
+/* Judges one group of `level` (mla_bias_level): records the worst ratio,
+ * the first failure and the level's noise figures. */
+static void bias_judge(const bias_acc *g, const bias_model *bm, int level, const char *name,
+                       mla_metrics *m, char *first, size_t first_n)
 {
     double slope, tau;
     if (!bias_eval(g, bm, &slope, &tau))
         return;
     m->n_bias_groups++;
+    {
+        const double dev = fabs(slope - 1.0);
+        const double r = tau > 0 ? dev / tau : (dev > 0 ? INFINITY : 0);
+        double dev_o = -1;
+        if (bm->oracle == 2)
+            dev_o = dev;
+        else if (bm->oracle == 1 && g->ob > 0)
+            dev_o = fabs(g->oa / g->ob);
+        mla_bias_level_stats *lv = &m->bias_level[level];
+        if (lv->n++ == 0 || dev > lv->dev) {
+            lv->dev = dev;
+            lv->tau = tau;
+            snprintf(lv->group, sizeof lv->group, "%s", name);
+        }
+        if (r > lv->ratio)
+            lv->ratio = r;
+        if (dev_o > lv->dev_oracle)
+            lv->dev_oracle = dev_o;
+    }
     if (bm->kp && g->pmiss)
         m->n_bias_apriori_p++;
     const double ratio = tau > 0 ? fabs(slope - 1.0) / tau : (slope != 1.0 ? INFINITY : 0);
@@ -442,7 +477,10 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     const double n_groups = (double)nrows + (double)(nbs * nbh) + (double)Lmax * (double)nbh +
                             (double)nbs + (double)nbh;
     const bias_model bm = {ref_path ? U_32 : U_B, kterms, kterms, p_bf16,
-                           sqrt(2.0 * log(2.0 * fmax(n_groups, 1.0) / BIAS_ALPHA_P))};
+                           sqrt(2.0 * log(2.0 * fmax(n_groups, 1.0) / BIAS_ALPHA_P)),
+                           !in->oracle_o ? 0 : ref_path ? 2 : 1};
+    for (int l = 0; l < MLA_BIAS_LEVELS; ++l)
+        m->bias_level[l].dev_oracle = -1;
     char bias_first[384] = "";
 
     for (int b = 0; b < c->num_seqs; ++b) {
@@ -578,6 +616,13 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                             if (isfinite(Mh[ch]))
                                 racc.cm += Mh[ch] * Mh[ch] * r2;
                             racc.n++;
+                            if (bm.oracle == 1) { /* noise report: s against the oracle */
+                                const double x = in->oracle_o[e];
+                                if (isfinite(x)) {
+                                    racc.oa += x * (v - x);
+                                    racc.ob += x * x;
+                                }
+                            }
                         }
                     }
                     /* (B2)'s cancellation term with A_c in place of M_c
@@ -611,7 +656,7 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         char gname[64];
                         snprintf(gname, sizeof gname, "row (token %lld, head %d)", (long long)t,
                                  h);
-                        bias_judge(&racc, &bm, gname, m, bias_first,
+                        bias_judge(&racc, &bm, MLA_BIAS_ROW, gname, m, bias_first,
                                    sizeof bias_first);
                         bias_add_row(&g_sh[(size_t)b * nbh + h], &racc);
                         bias_add_row(&g_dh[(size_t)i * nbh + h], &racc);
@@ -682,22 +727,24 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
         for (int b = 0; b < c->num_seqs; ++b)
             for (int h = 0; h < H; ++h) {
                 snprintf(gname, sizeof gname, "sequence %d head %d", b, h);
-                bias_judge(&g_sh[(size_t)b * nbh + h], &bm, gname, m, bias_first,
+                bias_judge(&g_sh[(size_t)b * nbh + h], &bm, MLA_BIAS_SEQ_HEAD, gname, m,
+                           bias_first,
                            sizeof bias_first);
             }
         for (int i = 0; i < Lmax; ++i)
             for (int h = 0; h < H; ++h) {
                 snprintf(gname, sizeof gname, "draft row %d head %d", i, h);
-                bias_judge(&g_dh[(size_t)i * nbh + h], &bm, gname, m, bias_first,
+                bias_judge(&g_dh[(size_t)i * nbh + h], &bm, MLA_BIAS_DRAFT_HEAD, gname, m,
+                           bias_first,
                            sizeof bias_first);
             }
         for (int b = 0; b < c->num_seqs; ++b) {
             snprintf(gname, sizeof gname, "sequence %d", b);
-            bias_judge(&g_s[b], &bm, gname, m, bias_first, sizeof bias_first);
+            bias_judge(&g_s[b], &bm, MLA_BIAS_SEQ, gname, m, bias_first, sizeof bias_first);
         }
         for (int h = 0; h < H; ++h) {
             snprintf(gname, sizeof gname, "head %d", h);
-            bias_judge(&g_h[h], &bm, gname, m, bias_first, sizeof bias_first);
+            bias_judge(&g_h[h], &bm, MLA_BIAS_HEAD, gname, m, bias_first, sizeof bias_first);
         }
     }
     free(g_sh), free(g_dh), free(g_s), free(g_h);
