@@ -19,8 +19,9 @@ typedef struct {
     int32_t row_tile;  /* most query rows (heads x drafts) per GEMM, >= 1 */
     int32_t use_prefix; /* 1: attend to the prefix keys */
     int32_t use_drafts; /* 1: attend to the draft keys */
-    double *pstats;     /* NULL, or [num_q_tokens, num_heads, 3]: the P-rounding
-                           statistics of mla_reference_run_pstats (one extra pass) */
+    double *pstats;     /* NULL, or [num_q_tokens, num_heads, MLA_REF_PSTATS]: the
+                           bias-test statistics of mla_reference_run_pstats (one
+                           extra pass) */
 } mla_ref_opts;
 
 /* Key block 256 and row tile 1024: see reference.c for why. */

@@ -31,6 +31,9 @@ static void usage(FILE *f)
 "                    and a producer naming the backend and commit\n"
 "  --report DIR      write DIR/report.md, report.json and report.html\n"
 "  --json FILE       write every metric as JSON\n"
+"  --bias-noise FILE print the bias test's worst |s-1| per backend and group level\n"
+"                    (row, sequence-head, draft-head, head, sequence; against the\n"
+"                    fp64 oracle where it runs) and write it per case to FILE (markdown)\n"
 "  --oracle-max-gflop X  skip the fp64 oracle above X GFLOP per case (default %.0f)\n"
 "  --max-memory N    refuse a file whose declared tensors exceed N bytes (16G, 512M;\n"
 "                    default min(half of RAM, 16 GiB)), before reading any of it\n"
@@ -201,6 +204,8 @@ int val_parse_args(int argc, char **argv, val_opts *o)
             o->report_dir = argv[++i];
         } else if (!strcmp(a, "--json") && has) {
             o->json_path = argv[++i];
+        } else if (!strcmp(a, "--bias-noise") && has) {
+            o->bias_noise_path = argv[++i];
         } else if (!strcmp(a, "--oracle-max-gflop") && has) {
             if (!parse_nonneg(argv[++i], &o->oracle_max)) {
                 fprintf(stderr, "mla-validate: --oracle-max-gflop needs a number >= 0, got '%s'\n",

@@ -28,6 +28,7 @@ typedef struct {
     const mla_backend *sel[VAL_MAX_BACKENDS];
     size_t nsel;
     const char *dump_dir, *report_dir, *json_path;
+    const char *bias_noise_path; /* --bias-noise FILE: the bias noise tables (markdown) */
     double oracle_max;
     uint64_t max_memory; /* --max-memory; 0: the reader's default */
     int quiet;

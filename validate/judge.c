@@ -8,7 +8,8 @@
  *   M_{b,c} = max |v_c| over every value the sequence can see (prefix values
  *             times v_scale, and draft values): the output and every split's
  *             partial output are convex combinations of these, so
- *             |O_c| <= M_{b,c} and |O_{s,c}| <= M_{b,c};
+ *             |O_c| <= M_{b,c} and |O_{s,c}| <= M_{b,c} (the bias test's
+ *             cancellation term uses the tighter A_c where it can, (B2));
  *   A_r     = sm_scale * max(k_scale, 1) * ||q_r||_2 * max_k ||k_k||_2, a
  *             Cauchy-Schwarz bound on sum_i |q_i k_i| * scale, the quantity
  *             whose fp32 dot-product error perturbs a score;
@@ -99,6 +100,13 @@ const char *mla_path_name(mla_path p)
     case MLA_PATH_COUNT: break;
     }
     return "?";
+}
+
+const char *mla_bias_level_name(int level)
+{
+    static const char *const names[MLA_BIAS_LEVELS] = {"row", "sequence-head", "draft-head",
+                                                        "head", "sequence"};
+    return level >= 0 && level < MLA_BIAS_LEVELS ? names[level] : "?";
 }
 
 const char *mla_verdict_name(mla_verdict v)
@@ -203,17 +211,32 @@ static double rownorm(const mla_bf16 *x, int n)
  * the three.
  *
  * The threshold is
- *     tau_G = Z sigma_G + t_P,G + (kc u_b + SAFETY gamma_G) sqrt(sum M_c^2 r^2) / sum r^2  (B2)
+ *     tau_G = Z sigma_G + t_P,G + (kc u_b + SAFETY gamma_G) sqrt(sum W_c^2 r^2) / sum r^2  (B2)
  * Z = 6: a correct kernel's |s - 1| passes 6 standard deviations with
  * probability 2e-9 (normal tail). The last term is the cancellation term of
  * the element bound, not multiplied by Z: each of kc roundings may be of a
- * partial as large as M_c (the largest visible |v_c|), not of the output;
- * it shrinks as 1/sqrt(rows) for larger groups. The fp32 term (1) rides on
- * it: a perturbed score shifts a whole row's weights coherently, a
- * correlated error no averaging removes; gamma_G is the group's largest
- * gamma_r. kc counts the bf16 partials (1 on their paths) and, only where
- * the reference's P statistics are missing, the rounding of P as well
- * (the pre-(B3) bound; the run says so).
+ * partial much larger than the output; it shrinks as 1/sqrt(rows) for
+ * larger groups. kc counts the bf16 partials (1 on their paths) and, only
+ * where the reference's P statistics are missing, the rounding of P as well
+ * (the pre-(B3) bound; the run says so). W_c bounds the rounded quantities:
+ *   A_c = sum_k P_k |v_{k,c}| (P_k the final softmax weights, sinks in the
+ *   denominator; prefix values with v_scale, draft keys included), from the
+ *   reference's statistics (mla_reference_run_pstats, pstats[5] =
+ *   sum_c A_c^2 r_c^2 per row), for any split plan: split s enters the
+ *   output as y_{s,c} = w_s O_{s,c} = sum_{k in s} P_k v_{k,c} (w_s its
+ *   merge weight exp(lse_s - lse)), rounding the partial O_s to bf16 moves
+ *   the output by at most u_b |y_{s,c}|, and sum_s |y_{s,c}| <= A_c. A
+ *   bf16-rounded P moves it by sum_k dP_k v_{k,c}, |dP_k| <= u_b P_k: also
+ *   at most u_b A_c. The fp32 term (1) rides on the same W_c: a score
+ *   perturbed by delta moves the output by sum_k P_k delta_k (v_{k,c} - O_c),
+ *   at most delta (A_c + |O_c|) <= 2 delta A_c, and the fp32 PV sum's error
+ *   is about sqrt(N) u_32 times the sum of |P_k v_{k,c}|, A_c again (its
+ *   score part is the coherent one: a perturbed score shifts a whole row's
+ *   weights, a correlated error no averaging removes; gamma_G is the
+ *   group's largest gamma_r).
+ *   M_c (the largest visible |v_c|, >= A_c) where the statistics are not
+ *   given, and on the reference's own path, whose statistics come from the
+ *   backend under test (the oracle is its baseline).
  *
  * P rounded to bf16 before the PV product (t_P,G, paths that do it). The
  * kernel forms p_k = exp(s_k - m) with the running max m of its block or
@@ -262,7 +285,7 @@ typedef struct {
     double w2;     /* sum r^2 delta^2 */
     double w3;     /* sum r^3 delta */
     double r4;     /* sum r^4 */
-    double cm;     /* sum M_c^2 r^2 */
+    double cm;     /* sum A_c^2 r^2 (reference statistics) or sum M_c^2 r^2 (B2) */
     double ca2;    /* sum over rows of (row's a)^2 */
     double cab;    /* sum over rows of a_row b_row */
     double cb2;    /* sum over rows of b_row^2 */
@@ -272,6 +295,10 @@ typedef struct {
     double ro;     /* sum r (bf16(r) - r): the reference's own output rounding (B5) */
     int pmiss;     /* rows without a usable V_row: the a-priori term stands in (B2) */
     int64_t n;     /* elements */
+    /* For the noise report only (mla_metrics.bias_level), not the verdict:
+     * the slope against the fp64 oracle x, sum x (o - x) / sum x^2. */
+    double oa;     /* sum x (o - x) */
+    double ob;     /* sum x^2 */
 } bias_acc;
 
 static void bias_add_row(bias_acc *g, const bias_acc *row)
@@ -290,6 +317,8 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
     g->pt += row->pt;
     g->ro += row->ro;
     g->pmiss += row->pmiss;
+    g->oa += row->oa;
+    g->ob += row->ob;
     if (row->gamma > g->gamma)
         g->gamma = row->gamma;
 }
@@ -303,6 +332,8 @@ typedef struct {
     int k, kc;
     int kp;    /* 1: the path rounds P to bf16 (its term is (B3) where V_row is known) */
     double zp; /* Z_P of (B3) for this case's number of groups */
+    int oracle; /* the noise report's slope against the oracle: 0 none, 1 from oa / ob,
+                   2 the baseline is the oracle (the reference's own path) */
 } bias_model;
 
 static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, double *tau)
@@ -334,14 +365,34 @@ static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, dou
     return 1;
 }
 
-/* Judges one group: records the worst ratio and the first failure. */
-static void bias_judge(const bias_acc *g, const bias_model *bm, const char *name, mla_metrics *m,
-                       char *first, size_t first_n)
+/* Judges one group of `level` (mla_bias_level): records the worst ratio,
+ * the first failure and the level's noise figures. */
+static void bias_judge(const bias_acc *g, const bias_model *bm, int level, const char *name,
+                       mla_metrics *m, char *first, size_t first_n)
 {
     double slope, tau;
     if (!bias_eval(g, bm, &slope, &tau))
         return;
     m->n_bias_groups++;
+    {
+        const double dev = fabs(slope - 1.0);
+        const double r = tau > 0 ? dev / tau : (dev > 0 ? INFINITY : 0);
+        double dev_o = -1;
+        if (bm->oracle == 2)
+            dev_o = dev;
+        else if (bm->oracle == 1 && g->ob > 0)
+            dev_o = fabs(g->oa / g->ob);
+        mla_bias_level_stats *lv = &m->bias_level[level];
+        if (lv->n++ == 0 || dev > lv->dev) {
+            lv->dev = dev;
+            lv->tau = tau;
+            snprintf(lv->group, sizeof lv->group, "%s", name);
+        }
+        if (r > lv->ratio)
+            lv->ratio = r;
+        if (dev_o > lv->dev_oracle)
+            lv->dev_oracle = dev_o;
+    }
     if (bm->kp && g->pmiss)
         m->n_bias_apriori_p++;
     const double ratio = tau > 0 ? fabs(slope - 1.0) / tau : (slope != 1.0 ? INFINITY : 0);
@@ -415,18 +466,21 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
     }
     /* Unit roundoff of the output (B1): bf16 outputs, or the fp32 reference
      * judged against the oracle. */
-    /* The bf16 partials keep the a-priori cancellation term (B2): their
-     * per-element roundings are in principle measured by the residuals, but
-     * a row whose sum r^2 rests on a few channels gives that estimate few
-     * degrees of freedom (tried: a correct model reached 0.996 of its
-     * threshold on k3-scales with no partials' term). The rounding of P gets
-     * (B3)/(B4) from the reference's statistics where they are given, else
-     * the same a-priori term. */
+    /* The bf16 partials keep the cancellation term (B2), with A_c where the
+     * reference's statistics are given: their per-element roundings are in
+     * principle measured by the residuals, but a row whose sum r^2 rests on
+     * a few channels gives that estimate few degrees of freedom (tried: a
+     * correct model reached 0.996 of its threshold on k3-scales with no
+     * partials' term). The rounding of P gets (B3)/(B4) from the reference's
+     * statistics where they are given, else the same a-priori term. */
     const int p_bf16 = path == MLA_PATH_BF16_P || path == MLA_PATH_BF16_P_PARTIALS;
     const double n_groups = (double)nrows + (double)(nbs * nbh) + (double)Lmax * (double)nbh +
                             (double)nbs + (double)nbh;
     const bias_model bm = {ref_path ? U_32 : U_B, kterms, kterms, p_bf16,
-                           sqrt(2.0 * log(2.0 * fmax(n_groups, 1.0) / BIAS_ALPHA_P))};
+                           sqrt(2.0 * log(2.0 * fmax(n_groups, 1.0) / BIAS_ALPHA_P)),
+                           !in->oracle_o ? 0 : ref_path ? 2 : 1};
+    for (int l = 0; l < MLA_BIAS_LEVELS; ++l)
+        m->bias_level[l].dev_oracle = -1;
     char bias_first[384] = "";
 
     for (int b = 0; b < c->num_seqs; ++b) {
@@ -562,7 +616,24 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                             if (isfinite(Mh[ch]))
                                 racc.cm += Mh[ch] * Mh[ch] * r2;
                             racc.n++;
+                            if (bm.oracle == 1) { /* noise report: s against the oracle */
+                                const double x = in->oracle_o[e];
+                                if (isfinite(x)) {
+                                    racc.oa += x * (v - x);
+                                    racc.ob += x * x;
+                                }
+                            }
                         }
+                    }
+                    /* (B2)'s cancellation term with A_c in place of M_c
+                     * where the baseline's statistics are given; not on the
+                     * reference's own path, whose statistics come from the
+                     * backend under test. */
+                    if (in->ref_pstats && !ref_path) {
+                        const double ca =
+                            in->ref_pstats[((size_t)t * H + h) * MLA_REF_PSTATS + 5];
+                        if (isfinite(ca) && ca >= 0)
+                            racc.cm = ca;
                     }
                     if (p_bf16) {
                         /* V_row of (B3): the larger of the two normalizer
@@ -585,7 +656,7 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         char gname[64];
                         snprintf(gname, sizeof gname, "row (token %lld, head %d)", (long long)t,
                                  h);
-                        bias_judge(&racc, &bm, gname, m, bias_first,
+                        bias_judge(&racc, &bm, MLA_BIAS_ROW, gname, m, bias_first,
                                    sizeof bias_first);
                         bias_add_row(&g_sh[(size_t)b * nbh + h], &racc);
                         bias_add_row(&g_dh[(size_t)i * nbh + h], &racc);
@@ -656,22 +727,24 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
         for (int b = 0; b < c->num_seqs; ++b)
             for (int h = 0; h < H; ++h) {
                 snprintf(gname, sizeof gname, "sequence %d head %d", b, h);
-                bias_judge(&g_sh[(size_t)b * nbh + h], &bm, gname, m, bias_first,
+                bias_judge(&g_sh[(size_t)b * nbh + h], &bm, MLA_BIAS_SEQ_HEAD, gname, m,
+                           bias_first,
                            sizeof bias_first);
             }
         for (int i = 0; i < Lmax; ++i)
             for (int h = 0; h < H; ++h) {
                 snprintf(gname, sizeof gname, "draft row %d head %d", i, h);
-                bias_judge(&g_dh[(size_t)i * nbh + h], &bm, gname, m, bias_first,
+                bias_judge(&g_dh[(size_t)i * nbh + h], &bm, MLA_BIAS_DRAFT_HEAD, gname, m,
+                           bias_first,
                            sizeof bias_first);
             }
         for (int b = 0; b < c->num_seqs; ++b) {
             snprintf(gname, sizeof gname, "sequence %d", b);
-            bias_judge(&g_s[b], &bm, gname, m, bias_first, sizeof bias_first);
+            bias_judge(&g_s[b], &bm, MLA_BIAS_SEQ, gname, m, bias_first, sizeof bias_first);
         }
         for (int h = 0; h < H; ++h) {
             snprintf(gname, sizeof gname, "head %d", h);
-            bias_judge(&g_h[h], &bm, gname, m, bias_first, sizeof bias_first);
+            bias_judge(&g_h[h], &bm, MLA_BIAS_HEAD, gname, m, bias_first, sizeof bias_first);
         }
     }
     free(g_sh), free(g_dh), free(g_s), free(g_h);

@@ -144,6 +144,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "mla-validate: json: %s\n", rerr.msg);
         s.n_unreadable++;
     }
+    if (o.bias_noise_path) {
+        /* The bias test's noise per backend and group level (issue 18). */
+        printf("mla-validate: bias noise per backend and group level\n");
+        mla_report_bias_noise_md(stdout, s.results, s.nres, 0);
+        FILE *bf = fopen(o.bias_noise_path, "w");
+        int ok = bf != NULL;
+        if (bf) {
+            fprintf(bf, "# Bias noise per group level\n\n- commit: `%s`\n- machine: %s\n- date: "
+                        "%s\n- command: `%s`\n\n",
+                    commit, machine, date, command);
+            ok = mla_report_bias_noise_md(bf, s.results, s.nres, 1);
+            ok = (fclose(bf) == 0) && ok;
+        }
+        if (!ok) {
+            fprintf(stderr, "mla-validate: cannot write %s\n", o.bias_noise_path);
+            s.n_unreadable++;
+        }
+    }
     /* The bias-test margin on correct backends, per path (issue 18). */
     for (int p = 0; p < MLA_PATH_COUNT; ++p)
         if (s.bias_margin_where[p][0])

@@ -168,6 +168,23 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
         fprintf(f, ", \"n_bias_groups\": %lld, \"n_bias_over\": %lld, \"n_bias_apriori_p\": %lld",
                 (long long)m->n_bias_groups, (long long)m->n_bias_over,
                 (long long)m->n_bias_apriori_p);
+        /* The bias test's noise per group level: the largest |s-1| (against
+         * the judge's baseline and against the oracle, -1 where it did not
+         * run), its group and threshold, the level's largest |s-1|/tau. */
+        fputs(", \"bias_levels\": {", f);
+        for (int l = 0; l < MLA_BIAS_LEVELS; ++l) {
+            const mla_bias_level_stats *b = &m->bias_level[l];
+            fprintf(f, "%s\"%s\": {\"groups\": %lld", l ? ", " : "", mla_bias_level_name(l),
+                    (long long)b->n);
+            const json_num_field lv[] = {{"worst_dev", b->dev}, {"tau_of_worst", b->tau},
+                                         {"worst_ratio", b->ratio},
+                                         {"worst_dev_vs_oracle", b->dev_oracle}};
+            json_nums(f, lv, NFIELDS(lv));
+            fputs(", \"group\": ", f);
+            json_str(f, b->group);
+            fputc('}', f);
+        }
+        fputc('}', f);
         const json_num_field limits[] = {
             {"cos_limit", m->cos_limit}, {"row_cos_limit", m->row_cos_limit}, {"rel_tol", m->rel_tol}};
         json_nums(f, limits, NFIELDS(limits));
@@ -281,6 +298,117 @@ static void summary_rows(FILE *f, const backend_summary *s, size_t ns, const cha
     }
 }
 
+/* ---- the bias test's noise per group level (issue 18) ---- */
+
+/* A result's level figure: |s-1| against the oracle where it ran (*star
+ * 0), else against the judge's baseline (*star 1). */
+static double level_dev(const mla_bias_level_stats *b, int *star)
+{
+    *star = b->dev_oracle < 0;
+    return *star ? b->dev : b->dev_oracle;
+}
+
+static int judged_result(const mla_case_result *c)
+{
+    return (c->verdict == MLA_VERDICT_PASS || c->verdict == MLA_VERDICT_FAIL) &&
+           c->m.n_bias_groups > 0;
+}
+
+static void md_cell(FILE *f, const char *s)
+{
+    for (; *s; ++s)
+        fputc(*s == '|' ? '/' : *s, f);
+}
+
+int mla_report_bias_noise_md(FILE *f, const mla_case_result *r, size_t n, int per_case)
+{
+    fprintf(f, "Worst |s-1| per group level (docs/accuracy.md, bias test): s = sum(o x) / "
+               "sum(x^2) over a group, x the fp64 oracle where it ran, else the judge's "
+               "baseline (marked *: the fp32 reference, whose own |s-1| against the oracle is "
+               "~1e-7). The threshold is the judge's tau of the group with the worst |s-1| "
+               "against its baseline; the last ratio is the largest |s-1|/tau of the level "
+               "(any group).\n\n");
+    fprintf(f, "| backend | level | cases | worst \\|s-1\\| | worst \\|s-1\\| vs baseline "
+               "| its tau | its ratio | largest \\|s-1\\|/tau | where (vs baseline) |\n"
+               "|---|---|---|---|---|---|---|---|---|\n");
+    char seen[64][64];
+    size_t nseen = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (!judged_result(&r[i]))
+            continue;
+        size_t k = 0;
+        while (k < nseen && strcmp(seen[k], r[i].backend) != 0)
+            ++k;
+        if (k < nseen || nseen == 64)
+            continue;
+        snprintf(seen[nseen++], sizeof seen[0], "%s", r[i].backend);
+        for (int l = 0; l < MLA_BIAS_LEVELS; ++l) {
+            int cases = 0, stars = 0, any = 0;
+            double worst = 0, wb = 0, wtau = 0, wratio = 0;
+            char where[256] = "";
+            for (size_t j = i; j < n; ++j) {
+                const mla_case_result *c = &r[j];
+                if (!judged_result(c) || strcmp(c->backend, r[i].backend) != 0)
+                    continue;
+                const mla_bias_level_stats *b = &c->m.bias_level[l];
+                if (b->n == 0)
+                    continue;
+                int star;
+                const double d = level_dev(b, &star);
+                cases++;
+                stars += star;
+                if (!any || d > worst)
+                    worst = d;
+                if (!any || b->dev > wb) {
+                    wb = b->dev;
+                    wtau = b->tau;
+                    snprintf(where, sizeof where, "%s, %s", c->fixture, b->group);
+                }
+                if (b->ratio > wratio)
+                    wratio = b->ratio;
+                any = 1;
+            }
+            if (!any)
+                continue;
+            fprintf(f, "| %s | %s | %d | %.2e%s | %.2e | %.2e | %.3f | %.3f | ", r[i].backend,
+                    mla_bias_level_name(l), cases, worst,
+                    stars == cases ? "*" : stars ? " (*some)" : "", wb, wtau,
+                    wtau > 0 ? wb / wtau : 0.0, wratio);
+            md_cell(f, where);
+            fprintf(f, " |\n");
+        }
+    }
+    if (per_case) {
+        fprintf(f, "\n| case | backend | verdict |");
+        for (int l = 0; l < MLA_BIAS_LEVELS; ++l)
+            fprintf(f, " %s |", mla_bias_level_name(l));
+        fprintf(f, "\n|---|---|---|");
+        for (int l = 0; l < MLA_BIAS_LEVELS; ++l)
+            fprintf(f, "---|");
+        fprintf(f, "\n");
+        for (size_t i = 0; i < n; ++i) {
+            const mla_case_result *c = &r[i];
+            if (!judged_result(c))
+                continue;
+            fprintf(f, "| ");
+            md_cell(f, c->fixture);
+            fprintf(f, " | %s | %s |", c->backend, mla_verdict_name(c->verdict));
+            for (int l = 0; l < MLA_BIAS_LEVELS; ++l) {
+                const mla_bias_level_stats *b = &c->m.bias_level[l];
+                int star;
+                const double d = level_dev(b, &star);
+                if (b->n)
+                    fprintf(f, " %.2e%s (%.2f) |", d, star ? "*" : "", b->ratio);
+                else
+                    fprintf(f, " - |");
+            }
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\nCells: worst |s-1| of the level (largest |s-1|/tau of the level).\n");
+    }
+    return !ferror(f);
+}
+
 static const char *ULP_LABELS[8] = {"0", "<=0.5", "<=1", "<=2", "<=4", "<=8", "<=16", ">16"};
 
 static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
@@ -317,6 +445,8 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
             fputc(*p == '|' ? '/' : *p, f);
         fprintf(f, " |\n");
     }
+    fprintf(f, "\n## Bias noise per group level\n\n");
+    mla_report_bias_noise_md(f, r, n, 1);
     fprintf(f, "\n## bf16 ulp histogram of |o - ref| per backend\n\n| backend |");
     for (int b = 0; b < 8; ++b)
         fprintf(f, " %s |", ULP_LABELS[b]);

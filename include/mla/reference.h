@@ -16,18 +16,23 @@ extern "C" {
  * visible key (its o is 0). Deterministic for a given thread count. */
 mla_status mla_reference_run(const mla_fixture *fx, float *o, float *lse, mla_error *err);
 
-/* The same, and per (token, head) row the statistics of the bias test's
- * P-in-bf16 term (validate/judge.c, (B3)): with P_k the row's final softmax
+/* The same, and per (token, head) row the statistics of the bias test
+ * (validate/judge.c, (B2) and (B3)): with P_k the row's final softmax
  * weight of visible key k (sinks in the denominator only) and
  * c_k = v_k . o_row (v_k with v_scale for prefix keys; o_row the fp32 output
  * this call returns), pstats[MLA_REF_PSTATS (t H + h) + j] is
  *     j = 0: sum_k P_k^2,  j = 1: sum_k P_k^2 c_k,  j = 2: sum_k P_k^2 c_k^2,
- *     j = 3: sum_k P_k |c_k|,  j = 4: sum_k P_k |c_k - |o_row|^2|,
+ *     j = 3: sum_k P_k |c_k|,  j = 4: sum_k P_k |c_k - |o_row|^2|
+ *            (j = 0..4 leave out the row's max key, whose weight exp(0) = 1
+ *            a kernel does not round),
+ *     j = 5: sum_c A_c^2 o_c^2 with A_c = sum_k P_k |v_{k,c}| over every
+ *            visible key, summed over the columns where A_c and o_c are finite,
  * accumulated in double over the same weights and values the output used
- * (the c_k come from an fp32 GEMM: relative error ~ D_v u_32, immaterial for
- * a tolerance). A second pass over the keys, about the reference's own cost
- * again. 0 for a row with no visible key; NaN where the row is NaN. */
-#define MLA_REF_PSTATS 5
+ * (the c_k and A_c come from fp32 GEMMs: relative error ~ D_v u_32 and
+ * ~ N u_32 on sums of non-negative terms, immaterial for a tolerance). A
+ * second pass over the keys, about the reference's own cost again. 0 for a
+ * row with no visible key; NaN where the row is NaN. */
+#define MLA_REF_PSTATS 6
 mla_status mla_reference_run_pstats(const mla_fixture *fx, float *o, float *lse, double *pstats,
                                     mla_error *err);
 

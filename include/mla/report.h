@@ -5,6 +5,8 @@
 
 #include "mla/validate.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,6 +26,13 @@ mla_status mla_report_write_dir(const char *dir, const mla_report_meta *meta,
 
 mla_status mla_report_write_json(const char *path, const mla_report_meta *meta,
                                  const mla_case_result *r, size_t n, mla_error *err);
+
+/* The bias test's noise per backend and group level (issue 18) as
+ * markdown: per backend and level the worst |s-1| over its judged cases
+ * (against the fp64 oracle where it ran), the threshold of the worst group
+ * and the largest |s-1|/threshold; with per_case, a table per case too.
+ * Returns 0 on a write error. */
+int mla_report_bias_noise_md(FILE *f, const mla_case_result *r, size_t n, int per_case);
 
 #ifdef __cplusplus
 }

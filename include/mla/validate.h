@@ -103,6 +103,31 @@ typedef enum {
 
 const char *mla_verdict_name(mla_verdict v);
 
+/* Group levels of the bias test (mla_metrics.bias_level). */
+typedef enum {
+    MLA_BIAS_ROW = 0,  /* (token, head) */
+    MLA_BIAS_SEQ_HEAD, /* (sequence, head) */
+    MLA_BIAS_DRAFT_HEAD, /* (draft row i, head) across sequences */
+    MLA_BIAS_HEAD,     /* head across all sequences */
+    MLA_BIAS_SEQ,      /* sequence, every head */
+    MLA_BIAS_LEVELS
+} mla_bias_level;
+
+/* "row", "sequence-head", "draft-head", "head", "sequence". */
+const char *mla_bias_level_name(int level);
+
+/* One group level's noise figures (mla_metrics.bias_level). */
+typedef struct {
+    double dev;        /* largest |s - 1| among the level's groups (s against the judge's
+                          baseline: the fp32 reference; the oracle for the reference) */
+    double tau;        /* the threshold of that group */
+    double ratio;      /* largest |s - 1| / threshold among the level's groups */
+    double dev_oracle; /* largest |s - 1| with s against the fp64 oracle; -1 where the
+                          oracle did not run */
+    char group[48];    /* the group of dev */
+    int64_t n;         /* groups judged at this level */
+} mla_bias_level_stats;
+
 typedef struct {
     double max_abs;       /* max |o - ref| */
     double worst_row_rel; /* max over rows of ||o_r - ref_r||_2 / ||ref_r||_2 */
@@ -134,6 +159,9 @@ typedef struct {
     int64_t n_bias_over;   /* groups past their threshold */
     int64_t n_bias_apriori_p; /* P-in-bf16 path, groups judged with the a-priori P term
                                  (no reference statistics: judge.c (B2) instead of (B3)) */
+    /* The bias test's noise per group level (issue 18's measured-noise
+     * table), indexed by mla_bias_level. */
+    mla_bias_level_stats bias_level[MLA_BIAS_LEVELS];
     /* Tolerances used, for the report. */
     double cos_limit, row_cos_limit, rel_tol, abs_frac;
     int ulp_hist[8]; /* |err| in ulps of ref: 0, <=0.5, <=1, <=2, <=4, <=8, <=16, >16 */
@@ -162,9 +190,10 @@ typedef struct {
     const float *ref_lse;
     const double *oracle_o; /* may be NULL */
     const double *oracle_lse;
-    /* NULL, or [tokens, H, 3] from mla_reference_run_pstats: the bias
-     * test's P-in-bf16 term (judge.c (B3)); without it the a-priori
-     * cancellation term stands in, and the run says so. */
+    /* NULL, or [tokens, H, MLA_REF_PSTATS] from mla_reference_run_pstats:
+     * the bias test's P-in-bf16 term (judge.c (B3)) and the A_c of its
+     * cancellation term (B2); without it the a-priori terms (M_c) stand in,
+     * and on a P-in-bf16 path the run says so. */
     const double *ref_pstats;
 } mla_judge_input;
 

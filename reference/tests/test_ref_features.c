@@ -83,6 +83,8 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
         const int64_t nk = (int64_t)P + L;
         double *sc = malloc((size_t)(nk + 1) * sizeof *sc);
         double *cv = malloc((size_t)(nk + 1) * sizeof *cv);
+        int64_t *kid = malloc((size_t)(nk + 1) * sizeof *kid);
+        double *ac = malloc((size_t)(Dv + 1) * sizeof *ac);
         for (int32_t i = 0; i < L; i++)
             for (int32_t h = 0; h < H; h++) {
                 const int32_t g = h / (H / Hkv);
@@ -116,9 +118,10 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                         s = cap * tanh(s / cap);
                     sc[n] = s;
                     cv[n] = (draft ? 1.0 : c->v_scale) * cd;
+                    kid[n] = k;
                     n++;
                 }
-                double want[MLA_REF_PSTATS] = {0, 0, 0, 0, 0};
+                double want[MLA_REF_PSTATS] = {0, 0, 0, 0, 0, 0};
                 if (n > 0) {
                     double m = -INFINITY, l = 0;
                     for (int64_t k = 0; k < n; k++)
@@ -138,6 +141,24 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                         want[3] += p * fabs(cv[k]);
                         want[4] += p * fabs(cv[k] - on2);
                     }
+                    /* A_c = sum_k P_k |v_kc| over every visible key (the max
+                     * key included), then sum_c A_c^2 o_c^2. */
+                    for (int32_t d = 0; d < Dv; d++)
+                        ac[d] = 0;
+                    for (int64_t k = 0; k < n; k++) {
+                        const int64_t kk = kid[k];
+                        const int draft = kk >= P;
+                        const mla_bf16 *vr =
+                            draft ? fx->v_extend + ((size_t)(qo + kk - P) * Hkv + g) * Dv
+                                  : fx->kv_buffer + ((size_t)fx->kv_indices[ko + kk] * Hkv + g) * D;
+                        const double p = exp(sc[k] - mm) / l;
+                        const double vs = draft ? 1.0 : fabs((double)c->v_scale);
+                        for (int32_t d = 0; d < Dv; d++)
+                            ac[d] += p * vs * fabs((double)mla_bf16_to_f32(vr[d]));
+                    }
+                    for (int32_t d = 0; d < Dv; d++)
+                        if (isfinite(ac[d]) && isfinite(orow[d]))
+                            want[5] += ac[d] * ac[d] * (double)orow[d] * orow[d];
                 }
                 const double *got = ps + row * MLA_REF_PSTATS;
                 for (int j = 0; j < MLA_REF_PSTATS; j++) {
@@ -150,6 +171,8 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
             }
         free(sc);
         free(cv);
+        free(kid);
+        free(ac);
     }
     free(o), free(lse), free(ps);
     return worst;
