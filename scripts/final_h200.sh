@@ -9,7 +9,8 @@
 #   3. scripts/bench_peers.sh: ours (both kv layouts), FlashMLA, SGLang's
 #      Triton kernels when .sglang is carried, and a 'before' build when
 #      .tools/before/mla-bench is carried, interleaved rounds, one command;
-#   4. the ptxas register / spill lines of the build.
+#   4. scripts/bias_noise.sh: the bias test's measured noise (bias-noise.md);
+#   5. the ptxas register / spill lines of the build.
 #   MLA_COMMIT=<hash> OUT=<dir> bash scripts/final_h200.sh [--skip-suite] [--rounds N]
 # (the device copy of the tree has no .git, so the commit is passed in).
 set -u
@@ -46,6 +47,12 @@ t1=$(date +%s)
 bash scripts/bench_peers.sh --ours build-cuda/hip/mla-bench $fm $before $sgl --rounds "$rounds" \
     --out "$OUT/peers" --commit "$MLA_COMMIT" > "$OUT/logs/peers.log" 2>&1
 echo "bench_peers rc $? in $(( $(date +%s) - t1 )) s"
+if [ -f scripts/bias_noise.sh ]; then
+    # Measured noise of the bias test: the GPU tiers against the fp64 oracle.
+    OPENBLAS_NUM_THREADS=16 OUT="$OUT" timeout 300 bash scripts/bias_noise.sh --validate build-cuda/validate/mla-validate \
+        > "$OUT/logs/bias_noise.log" 2>&1
+    echo "bias_noise rc $?"
+fi
 grep -E 'Compiling entry|spill|Used' "$OUT/logs/run_gpu.log" | sed 's/ptxas info    : //' | paste - - - | sort -u > "$OUT/logs/ptxas.txt"
 (cd "$OUT" && tar czf logs.tar.gz logs peers/raw && rm -rf logs peers/raw)
 echo "total $(( $(date +%s) - t0 )) s"
