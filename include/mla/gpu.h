@@ -88,12 +88,11 @@ typedef struct {
     int64_t k_stride_tok, k_stride_head;
     const mla_bf16 *v_extend; /* [tokens, Hkv, Dv] */
     int64_t v_stride_tok, v_stride_head;
-    /* [slots, Hkv, D]; values are columns 0..Dv-1. Of type kv_dtype
-     * (mla_kv_dtype, common.h; 0 = bf16): bf16, or fp8 e4m3fn / e4m3fnuz codes
-     * (one byte each, schema 1.1.0), which every tier decodes exactly to bf16
-     * before its products. Strides in elements of that type. */
+    /* [slots, Hkv, D]; values are columns 0..Dv-1. Of type kv_dtype (the
+     * last member): bf16, or fp8 e4m3fn / e4m3fnuz codes (one byte each,
+     * schema 1.1.0), which every tier decodes exactly to bf16 before its
+     * products. Strides in elements of that type. */
     const void *kv_buffer;
-    int kv_dtype;
     int64_t kv_stride_slot, kv_stride_head;
     const int32_t *qo_indptr;  /* [num_seqs + 1] */
     const int32_t *kv_indptr;  /* [num_seqs + 1] */
@@ -104,6 +103,9 @@ typedef struct {
     int64_t o_stride_tok, o_stride_head;
     float *lse; /* [tokens, H] or NULL; head stride 1 */
     int64_t lse_stride_tok;
+    /* mla_kv_dtype (common.h) of kv_buffer: 0 = bf16. Last, so that callers
+     * built against the bf16-only layout (zero-initialised) keep working. */
+    int kv_dtype;
 } mla_gpu_args;
 
 /* Bytes of workspace `tier` needs for shape `s` under `opt` (AUTO: the most
