@@ -6,6 +6,7 @@
 
 #include "compat.h"
 #include "mla/gpu.h"
+#include "mla/gpu_fixture.h"
 #include "mla/guard.h"
 #include "mla/validate.h"
 
@@ -79,33 +80,18 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
                  kv_b = (size_t)(fx->pool_slots * Hkv * D) * mla_kv_dtype_size(fx->kv_dtype);
     const size_t o_b = (size_t)(T * H * Dv) * 2, l_b = (size_t)(T * H) * 4;
 
+    /* The fixture's description with its host pointers; each tensor is
+     * pointed at its device copy below. */
     mla_gpu_args a;
-    memset(&a, 0, sizeof a);
-    mla_shape_from_fixture(fx, &a.shape);
-    a.num_kv_indices = fx->num_kv_indices;
-    a.sm_scale = fx->cfg.sm_scale;
-    a.k_scale = fx->cfg.k_scale;
-    a.v_scale = fx->cfg.v_scale;
-    a.q_stride_tok = H * D;
-    a.q_stride_head = D;
-    a.k_stride_tok = Hkv * D;
-    a.k_stride_head = D;
-    a.v_stride_tok = Hkv * Dv;
-    a.v_stride_head = Dv;
-    a.kv_stride_slot = Hkv * D;
-    a.kv_stride_head = D;
-    a.o_stride_tok = H * Dv;
-    a.o_stride_head = Dv;
-    a.lse_stride_tok = H;
+    mla_gpu_args_from_fixture(fx, NULL, NULL, &a);
 
     void *d_q, *d_ke, *d_ve, *d_kv, *d_qo, *d_kvp, *d_idx, *d_sinks = NULL, *d_o, *d_l, *d_ws = NULL;
     CHECK(upload(&al, &d_q, fx->q, q_b));
     CHECK(upload(&al, &d_ke, fx->k_extend, ke_b));
     CHECK(upload(&al, &d_ve, fx->v_extend, ve_b));
-    /* The pool as stored: bf16, or the fp8 codes themselves (schema 1.1.0),
-     * which the tiers decode; never a widened copy. */
-    CHECK(upload(&al, &d_kv, fx->kv_dtype == MLA_KV_BF16 ? (const void *)fx->kv_buffer : (const void *)fx->kv_fp8,
-                 kv_b));
+    /* The pool as stored (a.kv_buffer: bf16, or the fp8 codes themselves,
+     * schema 1.1.0, which the tiers decode); never a widened copy. */
+    CHECK(upload(&al, &d_kv, a.kv_buffer, kv_b));
     CHECK(upload(&al, &d_qo, fx->qo_indptr, (size_t)(B + 1) * 4));
     CHECK(upload(&al, &d_kvp, fx->kv_indptr, (size_t)(B + 1) * 4));
     CHECK(upload(&al, &d_idx, fx->kv_indices, (size_t)fx->num_kv_indices * 8));
@@ -132,7 +118,6 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
     a.k_extend = d_ke;
     a.v_extend = d_ve;
     a.kv_buffer = d_kv;
-    a.kv_dtype = (int)fx->kv_dtype;
     a.qo_indptr = d_qo;
     a.kv_indptr = d_kvp;
     a.kv_indices = d_idx;

@@ -2,6 +2,7 @@
 // tensors into checked emulator buffers, applies the split tiers' decline
 // rules (the arch's mla_gpu_declines), runs the arch's build of the library and copies the outputs back.
 #include "mla_amd_emu.h"
+#include "mla/gpu_fixture.h"
 #include "mla/validate.h"
 
 #include "mla_emu/runtime.h"
@@ -173,38 +174,8 @@ extern "C" mla_status mla_amd_emu_backend_run(const mla_fixture *fx, int tier, m
         mla_error_set(err, "mla_amd_emu_backend_run: NULL fixture or output");
         return MLA_ERR_INVALID;
     }
-    const int64_t H = fx->cfg.num_heads, Hkv = fx->cfg.num_kv_heads;
-    const int64_t D = fx->cfg.head_dim, Dv = fx->cfg.v_head_dim;
     mla_gpu_args a;
-    memset(&a, 0, sizeof a);
-    mla_shape_from_fixture(fx, &a.shape);
-    a.num_kv_indices = fx->num_kv_indices;
-    a.sm_scale = fx->cfg.sm_scale;
-    a.k_scale = fx->cfg.k_scale;
-    a.v_scale = fx->cfg.v_scale;
-    a.q = fx->q;
-    a.q_stride_tok = H * D;
-    a.q_stride_head = D;
-    a.k_extend = fx->k_extend;
-    a.k_stride_tok = Hkv * D;
-    a.k_stride_head = D;
-    a.v_extend = fx->v_extend;
-    a.v_stride_tok = Hkv * Dv;
-    a.v_stride_head = Dv;
-    // The pool as stored (fp8 codes for schema 1.1.0, decoded by the kernels).
-    a.kv_buffer = fx->kv_dtype == MLA_KV_BF16 ? (const void *)fx->kv_buffer : (const void *)fx->kv_fp8;
-    a.kv_dtype = (int)fx->kv_dtype;
-    a.kv_stride_slot = Hkv * D;
-    a.kv_stride_head = D;
-    a.qo_indptr = fx->qo_indptr;
-    a.kv_indptr = fx->kv_indptr;
-    a.kv_indices = fx->kv_indices;
-    a.sinks = fx->sinks;
-    a.o = o_host;
-    a.o_stride_tok = H * Dv;
-    a.o_stride_head = Dv;
-    a.lse = lse_host;
-    a.lse_stride_tok = H;
+    mla_gpu_args_from_fixture(fx, o_host, lse_host, &a);
     int64_t slots = fx->pool_slots;
     if (flags & MLA_AMD_EMU_SHORT_POOL) {
         int64_t hi = -1;
