@@ -149,15 +149,16 @@ void val_suite_run_case(val_suite *s, const mla_fixture *fx, const char *label,
         fprintf(stderr, "mla-validate: %s: out of memory\n", label);
         exit(VAL_EXIT_BAD);
     }
-    /* The P-rounding statistics (judge.c (B3)) cost a second pass of the
-     * reference: computed only when a selected, available backend rounds P
-     * to bf16. */
+    /* The reference's statistics (judge.c (B3), and A_c of (B2)) cost a
+     * second pass of the reference. (B2) uses A_c on every path but the
+     * reference's own, so they are computed whenever a selected, available
+     * backend is judged on such a path: a backend's verdict must not depend
+     * on which other backends were selected with it. */
     double *ref_pstats = NULL;
     for (size_t bi = 0; bi < opt->nsel && !ref_pstats; ++bi) {
         const mla_backend *be = opt->sel[bi];
         char why[256];
-        if ((be->path == MLA_PATH_BF16_P || be->path == MLA_PATH_BF16_P_PARTIALS) &&
-            be->available(be, why, sizeof why)) {
+        if (be->path != MLA_PATH_REFERENCE && be->available(be, why, sizeof why)) {
             ref_pstats = malloc((sz.lse + 1) * MLA_REF_PSTATS * sizeof *ref_pstats);
             if (!ref_pstats) {
                 fprintf(stderr, "mla-validate: %s: out of memory\n", label);
