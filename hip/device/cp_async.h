@@ -23,30 +23,29 @@ __device__ __forceinline__ void cp_async16(void *smem_dst, const void *gsrc, int
     *(uint4 *)smem_dst = v;
 #endif
 }
-// The same with a shared-state-space address (no conversion per copy).
-__device__ __forceinline__ void cp_async16_s(uint32_t s, const void *gsrc, int src_bytes)
+// The same with a shared-state-space address (no conversion per copy), of
+// N = 16 bytes (cp.async.cg) or 8 (cp.async.ca: .cg takes 16 only; the fp8
+// gather of the warp-specialized kernel). NVIDIA only.
+template <int N>
+__device__ __forceinline__ void cp_async_s(uint32_t s, const void *gsrc, int src_bytes)
 {
+    static_assert(N == 16 || N == 8, "cp.async sizes used here");
 #if defined(MLA_TARGET_NVIDIA)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gsrc),
-                 "r"(src_bytes));
+    if constexpr (N == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gsrc),
+                     "r"(src_bytes));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gsrc),
+                     "r"(src_bytes));
 #else
     (void)s;
     (void)gsrc;
     (void)src_bytes;
 #endif
 }
-// 8-byte variant (cp.async.ca: .cg takes 16 bytes only), shared-state-space
-// address; NVIDIA only (the fp8 gather of the warp-specialized kernel).
-__device__ __forceinline__ void cp_async8_s(uint32_t s, const void *gsrc, int src_bytes)
+__device__ __forceinline__ void cp_async16_s(uint32_t s, const void *gsrc, int src_bytes)
 {
-#if defined(MLA_TARGET_NVIDIA)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gsrc),
-                 "r"(src_bytes));
-#else
-    (void)s;
-    (void)gsrc;
-    (void)src_bytes;
-#endif
+    cp_async_s<16>(s, gsrc, src_bytes);
 }
 __device__ __forceinline__ void cp_async_commit()
 {

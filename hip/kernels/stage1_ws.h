@@ -277,7 +277,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         const int nb = ok ? 8 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j)
-            cp_async8_s(st + 64 * j, src + 64 * j, nb);
+            cp_async_s<8>(st + 64 * j, src + 64 * j, nb);
     };
     auto decode_tile8 = [&](int t) {
         if (t >= ntiles)
