@@ -14,8 +14,6 @@ struct Stage1Params {
     const bf16_t *q;
     long long q_st, q_sh;
     const bf16_t *kv;      // bf16 pool (kv_fmt KV_BF16), else NULL
-    const uint8_t *kv8;    // fp8 pool codes (kv_fmt KV_E4M3FN / KV_E4M3FNUZ), else NULL
-    int kv_fmt;            // KvFmt (device/fp8.h)
     long long kv_ss;       // elements per slot, of the pool's type
     const int32_t *qo_indptr;
     const int32_t *kv_indptr;
@@ -29,6 +27,10 @@ struct Stage1Params {
     float v_scale;
     void *part_o;     // [bs, num_splits, HL, Dv] of PT
     float *part_lse;  // [bs, num_splits, HL], natural log
+    // fp8 pools, last: the bf16 kernels' parameter offsets (and code) stay
+    // those of the bf16-only layout.
+    const uint8_t *kv8; // fp8 pool codes (kv_fmt KV_E4M3FN / KV_E4M3FNUZ), else NULL
+    int kv_fmt;         // KvFmt
 };
 
 struct Stage2Params {
@@ -60,8 +62,6 @@ struct GenericParams {
     const bf16_t *v_ext;
     long long v_st, v_sh;
     const bf16_t *kv;   // bf16 pool, or NULL
-    const uint8_t *kv8; // fp8 pool codes, or NULL
-    int kv_fmt;         // KvFmt (device/fp8.h)
     long long kv_ss, kv_sh;
     const int32_t *qo_indptr;
     const int32_t *kv_indptr;
@@ -74,6 +74,8 @@ struct GenericParams {
     long long o_st, o_sh;
     float *lse;
     long long lse_st;
+    const uint8_t *kv8; // fp8 pool codes, or NULL (last, as in Stage1Params)
+    int kv_fmt;         // KvFmt
 };
 
 } // namespace mla_dev
