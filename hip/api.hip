@@ -337,8 +337,7 @@ static void fill_common(const SplitLaunch &a, Stage1Params &p1, Stage2Params &p2
     p1.q_st = g.q_stride_tok;
     p1.q_sh = g.q_stride_head;
     p1.kv_fmt = g.kv_dtype; // KvFmt mirrors mla_kv_dtype
-    p1.kv = p1.kv_fmt == KV_BF16 ? (const bf16_t *)g.kv_buffer : nullptr;
-    p1.kv8 = p1.kv_fmt == KV_BF16 ? nullptr : (const uint8_t *)g.kv_buffer;
+    p1.kv = (const bf16_t *)g.kv_buffer; // fp8: codes, read as bytes
     p1.kv_ss = g.kv_stride_slot;
     p1.qo_indptr = g.qo_indptr;
     p1.kv_indptr = g.kv_indptr;
@@ -460,8 +459,7 @@ static hipError_t run_generic(const mla_gpu_args &g, hipStream_t stream)
     p.v_st = g.v_stride_tok;
     p.v_sh = g.v_stride_head;
     p.kv_fmt = g.kv_dtype;
-    p.kv = p.kv_fmt == KV_BF16 ? (const bf16_t *)g.kv_buffer : nullptr;
-    p.kv8 = p.kv_fmt == KV_BF16 ? nullptr : (const uint8_t *)g.kv_buffer;
+    p.kv = (const bf16_t *)g.kv_buffer; // fp8: codes, read as bytes
     p.kv_ss = g.kv_stride_slot;
     p.kv_sh = g.kv_stride_head;
     p.qo_indptr = g.qo_indptr;

@@ -13,7 +13,12 @@ enum KvFmt { KV_BF16 = 0, KV_E4M3FN = 1, KV_E4M3FNUZ = 2 };
 struct Stage1Params {
     const bf16_t *q;
     long long q_st, q_sh;
-    const bf16_t *kv;      // bf16 pool (kv_fmt KV_BF16), else NULL
+    // The pool: bf16 elements, or (kv_fmt KV_E4M3FN / KV_E4M3FNUZ) fp8 codes
+    // at the same address, read as bytes. One pointer, and kv_fmt in the
+    // padding after v_scale: the struct keeps the bf16-only layout's 128
+    // bytes (at 144, nvcc addressed the parameters through a pointer in the
+    // bf16 kernels' tile loops, 1% slower; PTX compared).
+    const bf16_t *kv;
     long long kv_ss;       // elements per slot, of the pool's type
     const int32_t *qo_indptr;
     const int32_t *kv_indptr;
@@ -25,12 +30,9 @@ struct Stage1Params {
     int row_mode;   // 0: contiguous chunks of flattened rows; 1: one head, 16-row chunks of its drafts
     float scale_log2; // sm_scale * k_scale * log2(e)
     float v_scale;
+    int kv_fmt;       // KvFmt
     void *part_o;     // [bs, num_splits, HL, Dv] of PT
     float *part_lse;  // [bs, num_splits, HL], natural log
-    // fp8 pools, last: the bf16 kernels' parameter offsets (and code) stay
-    // those of the bf16-only layout.
-    const uint8_t *kv8; // fp8 pool codes (kv_fmt KV_E4M3FN / KV_E4M3FNUZ), else NULL
-    int kv_fmt;         // KvFmt
 };
 
 struct Stage2Params {
@@ -61,7 +63,7 @@ struct GenericParams {
     long long k_st, k_sh;
     const bf16_t *v_ext;
     long long v_st, v_sh;
-    const bf16_t *kv;   // bf16 pool, or NULL
+    const bf16_t *kv;   // bf16 elements, or fp8 codes read as bytes (kv_fmt)
     long long kv_ss, kv_sh;
     const int32_t *qo_indptr;
     const int32_t *kv_indptr;
@@ -74,7 +76,6 @@ struct GenericParams {
     long long o_st, o_sh;
     float *lse;
     long long lse_st;
-    const uint8_t *kv8; // fp8 pool codes, or NULL (last, as in Stage1Params)
     int kv_fmt;         // KvFmt
 };
 

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
             pos = key;
             const long long off = p.kv_indices[kv0 + key] * p.kv_ss + (long long)kvh * p.kv_sh;
             if (p.kv_fmt != KV_BF16)
-                k8 = p.kv8 + off;
+                k8 = (const uint8_t *)p.kv + off;
             else
                 kr = p.kv + off;
             vr = kr;

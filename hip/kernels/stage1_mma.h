@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
         const bool ok = slot >= 0;
         bf16_t *dst = Ks + buf * TN * QPITCH + my_tok * QPITCH;
         if (p.kv_fmt != KV_BF16) {
-            const uint8_t *src = p.kv8 + (ok ? slot : 0) * p.kv_ss;
+            const uint8_t *src = (const uint8_t *)p.kv + (ok ? slot : 0) * p.kv_ss;
             for (int c = my_c0; c < chunks; c += TPK)
                 *(uint4 *)(dst + c * 8) =
                     fp8x8_to_bf16x8(ok ? *(const uint2 *)(src + c * 8) : make_uint2(0u, 0u), p.kv_fmt);

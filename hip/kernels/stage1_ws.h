@@ -160,7 +160,7 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
     wg_commit();
 }
 
-// F8: the pool holds fp8 codes (p.kv8, p.kv_fmt); 64 rows only. The PV
+// F8: the pool holds fp8 codes (p.kv read as bytes, p.kv_fmt); 64 rows only. The PV
 // warpgroups, idle at their barriers most of a tile in the bf16 kernel,
 // gather the codes into staging tiles (cp.async) and decode tile t + 2 into
 // its bf16 stage while their PV wgmma of tile t runs (config.h ws_stages);
@@ -260,32 +260,40 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // tile, 8-code pieces q = v % 8 + 8j, j < 9, of its row: copied into
     // staging tile t % WS_F8_STAGING, decoded into the bf16 chunk q (atom j,
     // swizzled chunk v % 8 of row v / 8).
+    // The fp8 helpers capture copies, never p itself: a closure holding p's
+    // address, even unused, made the bf16 instantiation read its parameters
+    // through a pointer inside the tile loop (1% slower; PTX compared with
+    // the bf16-only kernel).
     const int v8 = tid - 128, tok8 = (v8 >> 3) & (TN - 1), sub8 = v8 & 7;
-    auto slot8_of = [&](int t) -> int64_t {
+    const int64_t *const kv_idx = p.kv_indices;
+    const uint8_t *const kv8 = (const uint8_t *)p.kv;
+    const long long kv_ss = p.kv_ss;
+    const int kv_fmt = p.kv_fmt;
+    auto slot8_of = [=](int t) -> int64_t {
         const int gt = beg + t * TN + tok8;
-        return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+        return (t < ntiles && gt < end) ? kv_idx[kv0 + gt] : (int64_t)-1;
     };
     const uint32_t f8_base = (uint32_t)__cvta_generic_to_shared(base + SM.f8) + (uint32_t)(tok8 * D_MAX + sub8 * 8);
     // slot: slot8_of(t), looked up a tile ahead by the caller (waiting for
     // the index load in front of the copies was the PV warps' largest stall).
-    auto load_tile8 = [&](int t, int64_t slot) {
+    auto load_tile8 = [=](int t, int64_t slot) {
         if (t >= ntiles)
             return;
         const bool ok = slot >= 0;
-        const uint8_t *src = p.kv8 + (ok ? slot : 0) * p.kv_ss + sub8 * 8;
+        const uint8_t *src = kv8 + (ok ? slot : 0) * kv_ss + sub8 * 8;
         const uint32_t st = f8_base + (uint32_t)((t % WS_F8_STAGING) * TN * D_MAX);
         const int nb = ok ? 8 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j)
             cp_async_s<8>(st + 64 * j, src + 64 * j, nb);
     };
-    auto decode_tile8 = [&](int t) {
+    auto decode_tile8 = [=](int t) {
         if (t >= ntiles)
             return;
         const unsigned char *src = base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + tok8 * D_MAX + sub8 * 8;
         unsigned char *dst =
             (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4);
-        const int fmt = p.kv_fmt;
+        const int fmt = kv_fmt;
         uint32_t nan = 0;
         // Loads in batches of 3: one shared-memory latency per batch instead
         // of one per piece (ncu: the decode was latency-bound, ~290 cycles a
@@ -317,35 +325,44 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     if (n > 0) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
-        if (F8 && !producer) {
-            // Groups: Q, F0, F1, then F2 into F0's staging tile once tile 0
-            // is decoded, F3 into F1's after tile 1. PV iteration t decodes
-            // tile t + 2 and issues F(t + 4) into its staging tile.
-            const int64_t s2 = slot8_of(2), s3 = slot8_of(3);
-            load_tile8(0, slot8_of(0));
-            cp_async_commit();
-            load_tile8(1, slot8_of(1));
-            cp_async_commit();
-            slot8_next = slot8_of(4);
-            cp_async_wait_group<1>();
-            decode_tile8(0);
-            load_tile8(2, s2);
-            cp_async_commit();
-            cp_async_wait_group<1>();
-            decode_tile8(1);
-            load_tile8(3, s3);
-            cp_async_commit();
-        } else if (F8 || !producer) {
-            cp_async_wait_all();
-        } else {
-            // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
-            // issues tile t + STG - 1 into the stage tile t - 1 leaves.
-            for (int t = 0; t < STG - 1; ++t) {
-                load_tile(t, slot_of(t));
-                cp_async_commit();
+        // (The bf16 branches keep the order of the bf16-only kernel: its
+        // code, and speed, are unchanged by the fp8 variant.)
+        if (producer) {
+            if constexpr (F8) {
+                cp_async_wait_all(); // the PV warpgroups gather fp8 tiles
+            } else {
+                // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
+                // issues tile t + STG - 1 into the stage tile t - 1 leaves.
+                for (int t = 0; t < STG - 1; ++t) {
+                    load_tile(t, slot_of(t));
+                    cp_async_commit();
+                }
+                slot_next = slot_of(STG - 1);
+                cp_async_wait_group<STG - 2>(); // Q and tile 0
             }
-            slot_next = slot_of(STG - 1);
-            cp_async_wait_group<STG - 2>(); // Q and tile 0
+        } else {
+            if constexpr (F8) {
+                // Groups: Q, F0, F1, then F2 into F0's staging tile once
+                // tile 0 is decoded, F3 into F1's after tile 1. PV iteration
+                // t decodes tile t + 2 and issues F(t + 4) into its staging
+                // tile.
+                const int64_t s2 = slot8_of(2), s3 = slot8_of(3);
+                load_tile8(0, slot8_of(0));
+                cp_async_commit();
+                load_tile8(1, slot8_of(1));
+                cp_async_commit();
+                slot8_next = slot8_of(4);
+                cp_async_wait_group<1>();
+                decode_tile8(0);
+                load_tile8(2, s2);
+                cp_async_commit();
+                cp_async_wait_group<1>();
+                decode_tile8(1);
+                load_tile8(3, s3);
+                cp_async_commit();
+            } else {
+                cp_async_wait_all();
+            }
         }
         fence_proxy_async();
     }
