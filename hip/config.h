@@ -125,11 +125,11 @@ static_assert(amd_stage1_smem_plan(AMD_GFX950, 32, 8).bytes <= AMD_GFX950.lds_li
 
 // K/V stages in flight of the warp-specialized stage 1: 4 for 64 rows (the
 // gather runs three tiles ahead), 3 for 96 rows (a 110 KB Q leaves no room
-// for a fourth). fp8 pools (64 rows only): the gather lands fp8 codes in
-// WS_F8_STAGING staging tiles (18 KB each), the producer decodes tile t + 1
-// into a bf16 stage while S of tile t runs on wgmma, so the bf16 stages are
-// 3: tile t (S), t - 1 (PV) and t + 1 (being decoded); the gather still
-// runs two tiles ahead of the decode.
+// for a fourth). fp8 pools (64 rows only): the PV warpgroups land fp8 codes
+// in WS_F8_STAGING staging tiles (18 KB each) and, during their PV of tile
+// t, decode tile t + 2 into a bf16 stage, so the bf16 stages are 3: tile t
+// (PV), t + 1 (the producer's S) and t + 2 (being decoded); the gather runs
+// two tiles ahead of the decode.
 constexpr int WS_F8_STAGING = 2;
 constexpr int ws_stages(int rows, bool f8 = false)
 {

@@ -209,6 +209,24 @@ typedef struct {
     float cap;      /* > 0: s <- cap * tanh(s / cap) */
 } ref_vis;
 
+/* The keys [*a, *b) of a block of N that row r of the tile sees: the
+ * sliding window cuts from below, causality from above. */
+static inline void visible_range(const ref_work *w, const ref_vis *vis, int32_t r, int32_t N,
+                                 int64_t *a, int64_t *b)
+{
+    const int64_t qpos = vis->qpos0 + r / w->hg;
+    *a = 0;
+    *b = N;
+    if (vis->window > 0) {
+        const int64_t lo = qpos - vis->window - vis->kpos0;
+        *a = lo < 0 ? 0 : (lo > N ? N : lo);
+    }
+    if (vis->causal) {
+        const int64_t hi = qpos - vis->kpos0 + 1;
+        *b = hi < 0 ? 0 : (hi > N ? N : hi);
+    }
+}
+
 /* Online softmax update of the M rows of one key block: mask, cap, new
  * running max, weights exp(s - m) in place of the scores, running sum, and
  * the accumulator rescaled when the max grew. */
@@ -217,16 +235,8 @@ static REF_HOT void softmax_rows(ref_work *w, int32_t M, int32_t N, const ref_vi
     const int32_t Dv = w->Dv, NB = w->NB;
     for (int32_t r = 0; r < M; r++) {
         float *s = w->s + (size_t)r * NB;
-        const int64_t qpos = vis->qpos0 + r / w->hg;
-        int64_t a = 0, b = N;
-        if (vis->window > 0) {
-            int64_t lo = qpos - vis->window - vis->kpos0;
-            a = lo < 0 ? 0 : (lo > N ? N : lo);
-        }
-        if (vis->causal) {
-            int64_t hi = qpos - vis->kpos0 + 1;
-            b = hi < 0 ? 0 : (hi > N ? N : hi);
-        }
+        int64_t a, b;
+        visible_range(w, vis, r, N, &a, &b);
         w->vis_lo[r] = (int32_t)a;
         w->vis_hi[r] = (int32_t)b;
         if (a >= b) {
@@ -310,16 +320,8 @@ static void ref_pstats_block(ref_work *w, int32_t M, int32_t N, const float *v, 
             continue;
         }
         const float *cw = w->cw + (size_t)r * NB;
-        const int64_t qpos = vis->qpos0 + r / w->hg;
-        int64_t a = 0, b = N;
-        if (vis->window > 0) {
-            int64_t lo = qpos - vis->window - vis->kpos0;
-            a = lo < 0 ? 0 : (lo > N ? N : lo);
-        }
-        if (vis->causal) {
-            int64_t hi = qpos - vis->kpos0 + 1;
-            b = hi < 0 ? 0 : (hi > N ? N : hi);
-        }
+        int64_t a, b;
+        visible_range(w, vis, r, N, &a, &b);
         double s0 = 0, s1 = 0, s2 = 0, ta = 0, tb = 0;
         const double on2 = w->on2[r];
         for (int64_t n = 0; n < a; n++)

@@ -31,6 +31,14 @@ __device__ __forceinline__ bf16_t fp8_to_bf16(uint32_t x, int fmt)
     return (bf16_t)(sign | ((125u - bias + k) << 7) | (m << 4));
 }
 
+// Four codes (the bytes of w, lowest first) one at a time: lo holds codes
+// 0 and 1, hi codes 2 and 3, lowest half first.
+__device__ __forceinline__ void fp8x4_to_bf16x4_scalar(uint32_t w, int fmt, uint32_t &lo, uint32_t &hi)
+{
+    lo = (uint32_t)fp8_to_bf16(w & 0xffu, fmt) | ((uint32_t)fp8_to_bf16((w >> 8) & 0xffu, fmt) << 16);
+    hi = (uint32_t)fp8_to_bf16((w >> 16) & 0xffu, fmt) | ((uint32_t)fp8_to_bf16(w >> 24, fmt) << 16);
+}
+
 // Four codes (the bytes of w, lowest first) to four bf16: lo holds codes 0
 // and 1, hi codes 2 and 3 (lowest half first), exactly for every code but
 // the NaN codes; returns nonzero when w holds a NaN code (then lo / hi are
@@ -66,8 +74,7 @@ __device__ __forceinline__ uint32_t fp8x4_to_bf16x4_nonan(uint32_t w, int fmt, u
     lo = l;
     hi = h;
 #else
-    lo = (uint32_t)fp8_to_bf16(w & 0xffu, fmt) | ((uint32_t)fp8_to_bf16((w >> 8) & 0xffu, fmt) << 16);
-    hi = (uint32_t)fp8_to_bf16((w >> 16) & 0xffu, fmt) | ((uint32_t)fp8_to_bf16(w >> 24, fmt) << 16);
+    fp8x4_to_bf16x4_scalar(w, fmt, lo, hi);
 #endif
     return nan;
 }
@@ -76,8 +83,7 @@ __device__ __forceinline__ uint32_t fp8x4_to_bf16x4_nonan(uint32_t w, int fmt, u
 __device__ __forceinline__ void fp8x4_to_bf16x4(uint32_t w, int fmt, uint32_t &lo, uint32_t &hi)
 {
     if (fp8x4_to_bf16x4_nonan(w, fmt, lo, hi)) {
-        lo = (uint32_t)fp8_to_bf16(w & 0xffu, fmt) | ((uint32_t)fp8_to_bf16((w >> 8) & 0xffu, fmt) << 16);
-        hi = (uint32_t)fp8_to_bf16((w >> 16) & 0xffu, fmt) | ((uint32_t)fp8_to_bf16(w >> 24, fmt) << 16);
+        fp8x4_to_bf16x4_scalar(w, fmt, lo, hi);
     }
 }
 
