@@ -191,12 +191,45 @@ typedef struct {
     int32_t *vis_lo, *vis_hi; /* [M] the block's visible keys of each row: [lo, hi) */
     /* P-rounding statistics pass (opts->pstats) only: */
     float *cw;   /* [M, NB] c_k = v_k . o_row */
+    float *cwg;  /* [M, NB] c_k^g = v_k . (g o_row), the column-weighted c_k */
+    float *accg; /* [M, Dv] g o_row */
+    double *on2g; /* [M] |o_row|_g^2 = sum_c g_c o_c^2 */
     float *pinv; /* [M] final weight of exp(s - m): scale / denom, 0 for an empty row */
     double *ps;  /* [M, 6] sum P^2, P^2 c, P^2 c^2, P |c|, P |c - |o|^2|, sum_c A_c^2 o_c^2 */
     double *on2; /* [M] |o_row|^2 */
     float *va;   /* [NB, Dv] |v_k| of the block (non-finite values as 0) */
     float *aacc; /* [M, Dv] A_c = sum_k P_k |v_k,c| over the visible keys */
+    float *gw;   /* [Dv] the bias test's column weights g_c = 1 / M_{b,c}^2 of the
+                    sequence and KV head (0 where M is 0 or not finite) */
 } ref_work;
+
+/* The bias test's column weights (validate/judge.c (B0)): M_{b,c} = the
+ * largest |v_c| the sequence can see (prefix values times v_scale, draft
+ * values), computed as the judge computes it, and g_c = 1 / M_{b,c}^2. */
+static void bias_column_weights(const mla_fixture *fx, int32_t b, int32_t g, float *gw)
+{
+    const mla_config *c = &fx->cfg;
+    const int32_t Hkv = c->num_kv_heads, D = c->head_dim, Dv = c->v_head_dim;
+    const int32_t P = mla_fixture_prefix(fx, b), L = mla_fixture_drafts(fx, b);
+    const int64_t q0 = fx->qo_indptr[b], k0 = fx->kv_indptr[b];
+    for (int32_t d = 0; d < Dv; d++) {
+        double M = 0;
+        for (int32_t t = 0; t < P; t++) {
+            const size_t e = ((size_t)fx->kv_indices[k0 + t] * Hkv + g) * D + d;
+            const float x = fx->kv_dtype == MLA_KV_BF16 ? mla_bf16_to_f32(fx->kv_buffer[e])
+                                                        : mla_fp8_to_f32(fx->kv_dtype, fx->kv_fp8[e]);
+            const double v = fabs(c->v_scale * x);
+            if (v > M)
+                M = v;
+        }
+        for (int32_t j = 0; j < L; j++) {
+            const double v = fabs(mla_bf16_to_f32(fx->v_extend[((size_t)(q0 + j) * Hkv + g) * Dv + d]));
+            if (v > M)
+                M = v;
+        }
+        gw[d] = M > 0 && isfinite(M) ? (float)(1.0 / (M * M)) : 0.0f;
+    }
+}
 
 /* Visibility of one key source to one tile (SPEC section 2). Positions:
  * the query of draft i sits at P + i; prefix key t at t, draft key j at
@@ -313,17 +346,19 @@ static void ref_pstats_block(ref_work *w, int32_t M, int32_t N, const float *v, 
                 w->kf, w->D, 0.0f, w->s, NB);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, w->Dv, value_alpha, w->acc, w->Dv,
                 v, ldv, 0.0f, w->cw, NB);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, w->Dv, value_alpha, w->accg, w->Dv,
+                v, ldv, 0.0f, w->cwg, NB);
     for (int32_t r = 0; r < M; r++) {
         float *s = w->s + (size_t)r * NB;
         if (w->pinv[r] == 0.0f) {
             memset(s, 0, (size_t)N * sizeof *s);
             continue;
         }
-        const float *cw = w->cw + (size_t)r * NB;
+        const float *cw = w->cw + (size_t)r * NB, *cwg = w->cwg + (size_t)r * NB;
         int64_t a, b;
         visible_range(w, vis, r, N, &a, &b);
-        double s0 = 0, s1 = 0, s2 = 0, ta = 0, tb = 0;
-        const double on2 = w->on2[r];
+        double s0 = 0, s1 = 0, s2 = 0, ta = 0, tb = 0, s1g = 0, s2g = 0, tag = 0, tbg = 0;
+        const double on2 = w->on2[r], on2g = w->on2g[r];
         for (int64_t n = 0; n < a; n++)
             s[n] = 0.0f;
         for (int64_t n = b; n < N; n++)
@@ -346,6 +381,11 @@ static void ref_pstats_block(ref_work *w, int32_t M, int32_t N, const float *v, 
             s2 += p2 * c * c;
             ta += p * fabs(c);
             tb += p * fabs(c - on2);
+            const double cg = cwg[n];
+            s1g += p2 * cg;
+            s2g += p2 * cg * cg;
+            tag += p * fabs(cg);
+            tbg += p * fabs(cg - on2g);
         }
         double *ps = w->ps + (size_t)r * MLA_REF_PSTATS;
         ps[0] += s0;
@@ -353,6 +393,10 @@ static void ref_pstats_block(ref_work *w, int32_t M, int32_t N, const float *v, 
         ps[2] += s2;
         ps[3] += ta;
         ps[4] += tb;
+        ps[6] += s1g;
+        ps[7] += s2g;
+        ps[8] += tag;
+        ps[9] += tbg;
     }
     const int32_t Dv = w->Dv;
     for (int32_t n = 0; n < N; n++) {
@@ -468,11 +512,15 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
     w.vis_hi = alloc_array(Mmax, 1, sizeof(int32_t), &ok);
     if (opts->pstats) {
         w.cw = alloc_array(Mmax, (size_t)NB, sizeof(float), &ok);
+        w.cwg = alloc_array(Mmax, (size_t)NB, sizeof(float), &ok);
+        w.accg = alloc_array(Mmax, (size_t)Dv, sizeof(float), &ok);
+        w.on2g = alloc_array(Mmax, 1, sizeof(double), &ok);
         w.pinv = alloc_array(Mmax, 1, sizeof(float), &ok);
         w.ps = alloc_array(Mmax, MLA_REF_PSTATS, sizeof(double), &ok);
         w.on2 = alloc_array(Mmax, 1, sizeof(double), &ok);
         w.va = alloc_array((size_t)NB, (size_t)Dv, sizeof(float), &ok);
         w.aacc = alloc_array(Mmax, (size_t)Dv, sizeof(float), &ok);
+        w.gw = alloc_array(1, (size_t)Dv, sizeof(float), &ok);
     }
     if (!ok) {
         mla_error_set(err, "reference: cannot allocate work buffers (%zu rows, key block %d)",
@@ -486,6 +534,8 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
         const int64_t qo = fx->qo_indptr[b];
         const int64_t *slots = fx->kv_indices + fx->kv_indptr[b];
         for (int32_t g = 0; g < Hkv; g++) {
+            if (opts->pstats)
+                bias_column_weights(fx, b, g, w.gw);
             for (int32_t i0 = 0; i0 < L; i0 += tile_drafts) {
                 const int32_t i1 = i0 + tile_drafts < L ? i0 + tile_drafts : L;
                 const int32_t M = (i1 - i0) * hg;
@@ -584,11 +634,19 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                         const int64_t tok = qo + i0 + r / hg;
                         const int32_t h = g * hg + r % hg;
                         const float *orow = o + ((size_t)tok * H + h) * Dv;
+                        /* Both slopes' statistics: the row's own
+                         * (unweighted) and its groups' column-weighted
+                         * ones (judge.c (B0)): accg holds g o. */
                         memcpy(w.acc + (size_t)r * Dv, orow, (size_t)Dv * sizeof(float));
-                        double n2 = 0;
-                        for (int32_t d = 0; d < Dv; d++)
+                        float *grow = w.accg + (size_t)r * Dv;
+                        double n2 = 0, n2g = 0;
+                        for (int32_t d = 0; d < Dv; d++) {
+                            grow[d] = w.gw[d] * orow[d];
                             n2 += (double)orow[d] * orow[d];
+                            n2g += (double)orow[d] * grow[d];
+                        }
                         w.on2[r] = n2;
+                        w.on2g[r] = n2g;
                         for (int j = 0; j < MLA_REF_PSTATS; j++)
                             w.ps[(size_t)r * MLA_REF_PSTATS + j] = 0;
                     }
@@ -631,17 +689,22 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                     for (int32_t r = 0; r < M; r++) {
                         const int64_t tok = qo + i0 + r / hg;
                         const int32_t h = g * hg + r % hg;
-                        /* sum_c A_c^2 o_c^2 over the columns where both
-                         * are finite (the elements the judge compares). */
-                        const float *orow = w.acc + (size_t)r * Dv;
+                        /* sum_c A_c^2 o_c^2 and sum_c A_c^2 (g_c o_c)^2
+                         * over the columns where both are finite (the
+                         * elements the judge compares). */
+                        const float *orow = w.acc + (size_t)r * Dv, *grow = w.accg + (size_t)r * Dv;
                         const float *arow = w.aacc + (size_t)r * Dv;
-                        double am = 0;
+                        double am = 0, amg = 0;
                         for (int32_t d = 0; d < Dv; d++) {
-                            const double ad = arow[d], od = orow[d];
-                            if (isfinite(ad) && isfinite(od))
+                            const double ad = arow[d], od = orow[d], gd = grow[d];
+                            if (isfinite(ad) && isfinite(od)) {
                                 am += ad * ad * od * od;
+                                if (isfinite(gd))
+                                    amg += ad * ad * gd * gd;
+                            }
                         }
                         w.ps[(size_t)r * MLA_REF_PSTATS + 5] = am;
+                        w.ps[(size_t)r * MLA_REF_PSTATS + 10] = amg;
                         memcpy(opts->pstats + ((size_t)tok * H + h) * MLA_REF_PSTATS,
                                w.ps + (size_t)r * MLA_REF_PSTATS, MLA_REF_PSTATS * sizeof(double));
                     }
@@ -661,11 +724,15 @@ done:
     free(w.vis_lo);
     free(w.vis_hi);
     free(w.cw);
+    free(w.cwg);
+    free(w.accg);
+    free(w.on2g);
     free(w.pinv);
     free(w.ps);
     free(w.on2);
     free(w.va);
     free(w.aacc);
+    free(w.gw);
     return st;
 }
 

@@ -531,6 +531,9 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                     double rab = 0, ra2b2 = 0;
                     double row_al2 = 0; /* largest allowed^2 of the row's elements */
                     bias_acc racc = {0};
+                    /* The same sums with the column weights g = 1 / M_c^2
+                     * (B0): what the row adds to its larger groups. */
+                    bias_acc rw = {0};
                     racc.gamma = isfinite(gamma) ? gamma : 0;
                     for (int ch = 0; ch < DV; ++ch) {
                         const size_t e = rbase + ch;
@@ -612,15 +615,29 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                             racc.w2 += r2 * d * d;
                             racc.w3 += r2 * r * d;
                             racc.r4 += r2 * r2;
-                            racc.ro += r * ((double)mla_bf16_to_f32(mla_f32_to_bf16((float)r)) - r);
+                            const double rnd = r * ((double)mla_bf16_to_f32(mla_f32_to_bf16((float)r)) - r);
+                            racc.ro += rnd;
                             if (isfinite(Mh[ch]))
                                 racc.cm += Mh[ch] * Mh[ch] * r2;
                             racc.n++;
+                            const double gw = isfinite(Mh[ch]) && Mh[ch] > 0 ? 1.0 / (Mh[ch] * Mh[ch]) : 0.0;
+                            const double g2 = gw * gw;
+                            rw.b += gw * r2;
+                            rw.a += gw * r * d;
+                            rw.w2 += g2 * r2 * d * d;
+                            rw.w3 += g2 * r2 * r * d;
+                            rw.r4 += g2 * r2 * r2;
+                            rw.ro += gw * rnd;
+                            if (isfinite(Mh[ch]))
+                                rw.cm += g2 * Mh[ch] * Mh[ch] * r2;
+                            rw.n++;
                             if (bm.oracle == 1) { /* noise report: s against the oracle */
                                 const double x = in->oracle_o[e];
                                 if (isfinite(x)) {
                                     racc.oa += x * (v - x);
                                     racc.ob += x * x;
+                                    rw.oa += gw * x * (v - x);
+                                    rw.ob += gw * x * x;
                                 }
                             }
                         }
@@ -630,11 +647,13 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                      * reference's own path, whose statistics come from the
                      * backend under test. */
                     if (in->ref_pstats && !ref_path) {
-                        const double ca =
-                            in->ref_pstats[((size_t)t * H + h) * MLA_REF_PSTATS + 5];
-                        if (isfinite(ca) && ca >= 0)
-                            racc.cm = ca;
+                        const double *ps = in->ref_pstats + ((size_t)t * H + h) * MLA_REF_PSTATS;
+                        if (isfinite(ps[5]) && ps[5] >= 0)
+                            racc.cm = ps[5];
+                        if (isfinite(ps[10]) && ps[10] >= 0)
+                            rw.cm = ps[10];
                     }
+                    rw.gamma = racc.gamma;
                     if (p_bf16) {
                         /* V_row of (B3): the larger of the two normalizer
                          * conventions, sum P^2 c^2 and sum P^2 (c - |r|^2)^2. */
@@ -646,11 +665,19 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                             racc.pt = fmax(ps[3], ps[4]);
                             if (!isfinite(racc.pt))
                                 V = NAN;
+                            /* The weighted slope's: c_k^g and |r|_g^2 = rw.b. */
+                            const double bg = rw.b;
+                            const double Vg = fmax(ps[7], ps[7] - 2.0 * bg * ps[6] + bg * bg * ps[0]);
+                            rw.pt = fmax(ps[8], ps[9]);
+                            if (isfinite(Vg) && isfinite(rw.pt) && isfinite(V))
+                                rw.pv = Vg;
                         }
-                        if (isfinite(V))
+                        if (isfinite(V)) {
                             racc.pv = V;
-                        else
+                        } else {
                             racc.pmiss = 1;
+                            rw.pmiss = 1;
+                        }
                     }
                     {
                         char gname[64];
@@ -658,10 +685,10 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                                  h);
                         bias_judge(&racc, &bm, MLA_BIAS_ROW, gname, m, bias_first,
                                    sizeof bias_first);
-                        bias_add_row(&g_sh[(size_t)b * nbh + h], &racc);
-                        bias_add_row(&g_dh[(size_t)i * nbh + h], &racc);
-                        bias_add_row(&g_s[b], &racc);
-                        bias_add_row(&g_h[h], &racc);
+                        bias_add_row(&g_sh[(size_t)b * nbh + h], &rw);
+                        bias_add_row(&g_dh[(size_t)i * nbh + h], &rw);
+                        bias_add_row(&g_s[b], &rw);
+                        bias_add_row(&g_h[h], &rw);
                     }
                     sum_ab += rab;
                     sum_a2b2 += ra2b2;

@@ -17,22 +17,28 @@ extern "C" {
 mla_status mla_reference_run(const mla_fixture *fx, float *o, float *lse, mla_error *err);
 
 /* The same, and per (token, head) row the statistics of the bias test
- * (validate/judge.c, (B2) and (B3)): with P_k the row's final softmax
- * weight of visible key k (sinks in the denominator only) and
- * c_k = v_k . o_row (v_k with v_scale for prefix keys; o_row the fp32 output
- * this call returns), pstats[MLA_REF_PSTATS (t H + h) + j] is
+ * (validate/judge.c, (B0), (B2) and (B3)): with P_k the row's final softmax
+ * weight of visible key k (sinks in the denominator only), c_k = v_k . o_row
+ * (v_k with v_scale for prefix keys; o_row the fp32 output this call
+ * returns), and for the column-weighted slope of the larger groups
+ * c_k^g = v_k . (g o_row), |o_row|_g^2 = sum_c g_c o_c^2 with
+ * g_c = 1 / M_{b,c}^2 (M_{b,c} the largest |v_c| the row's sequence can see,
+ * prefix values times v_scale and draft values; g_c = 0 where M is 0 or not
+ * finite), pstats[MLA_REF_PSTATS (t H + h) + j] is
  *     j = 0: sum_k P_k^2,  j = 1: sum_k P_k^2 c_k,  j = 2: sum_k P_k^2 c_k^2,
- *     j = 3: sum_k P_k |c_k|,  j = 4: sum_k P_k |c_k - |o_row|^2|
- *            (j = 0..4 leave out the row's max key, whose weight exp(0) = 1
- *            a kernel does not round),
- *     j = 5: sum_c A_c^2 o_c^2 with A_c = sum_k P_k |v_{k,c}| over every
- *            visible key, summed over the columns where A_c and o_c are finite,
+ *     j = 3: sum_k P_k |c_k|,  j = 4: sum_k P_k |c_k - |o_row|^2|,
+ *     j = 6..9: j = 1..4 with c_k^g and |o_row|_g^2
+ *            (j = 0..4 and 6..9 leave out the row's max key, whose weight
+ *            exp(0) = 1 a kernel does not round),
+ *     j = 5: sum_c A_c^2 o_c^2, j = 10: sum_c A_c^2 g_c^2 o_c^2, with
+ *            A_c = sum_k P_k |v_{k,c}| over every visible key, summed over the
+ *            columns where A_c and o_c are finite,
  * accumulated in double over the same weights and values the output used
  * (the c_k and A_c come from fp32 GEMMs: relative error ~ D_v u_32 and
  * ~ N u_32 on sums of non-negative terms, immaterial for a tolerance). A
  * second pass over the keys, about the reference's own cost again. 0 for a
  * row with no visible key; NaN where the row is NaN. */
-#define MLA_REF_PSTATS 6
+#define MLA_REF_PSTATS 11
 mla_status mla_reference_run_pstats(const mla_fixture *fx, float *o, float *lse, double *pstats,
                                     mla_error *err);
 

@@ -85,15 +85,36 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
         double *cv = malloc((size_t)(nk + 1) * sizeof *cv);
         int64_t *kid = malloc((size_t)(nk + 1) * sizeof *kid);
         double *ac = malloc((size_t)(Dv + 1) * sizeof *ac);
+        double *cvg = malloc((size_t)(nk + 1) * sizeof *cvg);
+        double *gc = malloc((size_t)(Hkv * Dv + 1) * sizeof *gc);
+        /* The column weights g_c = 1 / M_{b,c}^2 of the weighted statistics
+         * (j = 6..10), M_{b,c} as the judge computes it. */
+        for (int32_t g = 0; g < Hkv; g++)
+            for (int32_t d = 0; d < Dv; d++) {
+                double M = 0;
+                for (int32_t t = 0; t < P; t++) {
+                    const double v = fabs(c->v_scale * mla_bf16_to_f32(
+                                                           fx->kv_buffer[((size_t)fx->kv_indices[ko + t] * Hkv + g) * D + d]));
+                    M = v > M ? v : M;
+                }
+                for (int32_t j = 0; j < L; j++) {
+                    const double v = fabs(mla_bf16_to_f32(fx->v_extend[((size_t)(qo + j) * Hkv + g) * Dv + d]));
+                    M = v > M ? v : M;
+                }
+                gc[(size_t)g * Dv + d] = M > 0 && isfinite(M) ? (double)(float)(1.0 / (M * M)) : 0.0;
+            }
         for (int32_t i = 0; i < L; i++)
             for (int32_t h = 0; h < H; h++) {
                 const int32_t g = h / (H / Hkv);
                 const size_t row = (size_t)(qo + i) * H + h;
                 const mla_bf16 *q = fx->q + row * D;
                 const float *orow = o + row * Dv;
-                double on2 = 0;
-                for (int32_t d = 0; d < Dv; d++)
+                const double *gw = gc + (size_t)g * Dv;
+                double on2 = 0, on2g = 0;
+                for (int32_t d = 0; d < Dv; d++) {
                     on2 += (double)orow[d] * orow[d];
+                    on2g += (double)orow[d] * (float)(gw[d] * orow[d]);
+                }
                 int64_t n = 0;
                 for (int64_t k = 0; k < nk; k++) {
                     const int draft = k >= P;
@@ -108,20 +129,23 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                                                      ((size_t)fx->kv_indices[ko + k] * Hkv + g) * D;
                     const mla_bf16 *vr = draft ? fx->v_extend + ((size_t)(qo + k - P) * Hkv + g) * Dv
                                                : kr;
-                    double dot = 0, cd = 0;
+                    double dot = 0, cd = 0, cdg = 0;
                     for (int32_t d = 0; d < D; d++)
                         dot += (double)mla_bf16_to_f32(q[d]) * mla_bf16_to_f32(kr[d]);
-                    for (int32_t d = 0; d < Dv; d++)
+                    for (int32_t d = 0; d < Dv; d++) {
                         cd += (double)mla_bf16_to_f32(vr[d]) * orow[d];
+                        cdg += (double)mla_bf16_to_f32(vr[d]) * (float)(gw[d] * orow[d]);
+                    }
                     double s = (double)c->sm_scale * (draft ? 1.0 : c->k_scale) * dot;
                     if (cap > 0)
                         s = cap * tanh(s / cap);
                     sc[n] = s;
                     cv[n] = (draft ? 1.0 : c->v_scale) * cd;
+                    cvg[n] = (draft ? 1.0 : c->v_scale) * cdg;
                     kid[n] = k;
                     n++;
                 }
-                double want[MLA_REF_PSTATS] = {0, 0, 0, 0, 0, 0};
+                double want[MLA_REF_PSTATS] = {0};
                 if (n > 0) {
                     double m = -INFINITY, l = 0;
                     for (int64_t k = 0; k < n; k++)
@@ -140,6 +164,10 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                         want[2] += p2 * cv[k] * cv[k];
                         want[3] += p * fabs(cv[k]);
                         want[4] += p * fabs(cv[k] - on2);
+                        want[6] += p2 * cvg[k];
+                        want[7] += p2 * cvg[k] * cvg[k];
+                        want[8] += p * fabs(cvg[k]);
+                        want[9] += p * fabs(cvg[k] - on2g);
                     }
                     /* A_c = sum_k P_k |v_kc| over every visible key (the max
                      * key included), then sum_c A_c^2 o_c^2. */
@@ -157,12 +185,17 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                             ac[d] += p * vs * fabs((double)mla_bf16_to_f32(vr[d]));
                     }
                     for (int32_t d = 0; d < Dv; d++)
-                        if (isfinite(ac[d]) && isfinite(orow[d]))
+                        if (isfinite(ac[d]) && isfinite(orow[d])) {
+                            const double og = (float)(gw[d] * orow[d]);
                             want[5] += ac[d] * ac[d] * (double)orow[d] * orow[d];
+                            want[10] += ac[d] * ac[d] * og * og;
+                        }
                 }
                 const double *got = ps + row * MLA_REF_PSTATS;
                 for (int j = 0; j < MLA_REF_PSTATS; j++) {
-                    const double scale = j == 1 ? sqrt(want[0] * want[2]) : fabs(want[j]);
+                    const double scale = j == 1   ? sqrt(want[0] * want[2])
+                                         : j == 6 ? sqrt(want[0] * want[7])
+                                                  : fabs(want[j]);
                     const double e = fabs(got[j] - want[j]) / (scale + 1e-300);
                     const double rel = scale == 0 ? (got[j] == 0 ? 0 : INFINITY) : e;
                     if (!(rel <= worst))
@@ -173,6 +206,8 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
         free(cv);
         free(kid);
         free(ac);
+        free(cvg);
+        free(gc);
     }
     free(o), free(lse), free(ps);
     return worst;
