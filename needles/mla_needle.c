@@ -239,6 +239,7 @@ static void delta_outputs(const mla_fixture *fx, const mla_fixture *mx, const or
 typedef struct {
     const mla_fixture *fx;
     float *ref_o, *ref_lse;
+    double *ref_pstats; /* the baseline's statistics, as mla-validate gives the judge */
 } judge_ctx;
 
 static void judge_prepare(const mla_fixture *fx, judge_ctx *j)
@@ -248,7 +249,8 @@ static void judge_prepare(const mla_fixture *fx, judge_ctx *j)
     j->fx = fx;
     j->ref_o = xmalloc(sz.o * sizeof(float));
     j->ref_lse = xmalloc(sz.lse * sizeof(float));
-    if (mla_reference_run(fx, j->ref_o, j->ref_lse, &err) != MLA_OK)
+    j->ref_pstats = xmalloc(sz.lse * MLA_REF_PSTATS * sizeof(double));
+    if (mla_reference_run_pstats(fx, j->ref_o, j->ref_lse, j->ref_pstats, &err) != MLA_OK)
         die("reference", &err);
 }
 
@@ -256,6 +258,7 @@ static void judge_free(judge_ctx *j)
 {
     free(j->ref_o);
     free(j->ref_lse);
+    free(j->ref_pstats);
 }
 
 /* The judge's verdict on bf16 outputs o16 (+ lse or NULL) on `path`. */
@@ -266,7 +269,8 @@ static mla_verdict judge_bf16(const judge_ctx *j, mla_path path, const mla_bf16 
     float *o = xmalloc(sz.o * sizeof(float));
     for (size_t e = 0; e < sz.o; ++e)
         o[e] = mla_bf16_to_f32(o16[e]);
-    mla_judge_input in = {.fx = j->fx, .ref_o = j->ref_o, .ref_lse = j->ref_lse};
+    mla_judge_input in = {.fx = j->fx, .ref_o = j->ref_o, .ref_lse = j->ref_lse,
+                          .ref_pstats = j->ref_pstats};
     mla_verdict v = mla_judge(&in, path, o, NULL, lse, m, reason, rn);
     free(o);
     return v;
@@ -707,7 +711,8 @@ static void judge_seq(const mla_fixture *fx, const judge_ctx *j, int32_t b, cons
     for (size_t e = 0; e < nl; ++e)
         l32[e] = (float)lse[e];
     mla_judge_input in = {.fx = &sv.v, .ref_o = j->ref_o + (size_t)q0 * H * Dv,
-                          .ref_lse = j->ref_lse + (size_t)q0 * H};
+                          .ref_lse = j->ref_lse + (size_t)q0 * H,
+                          .ref_pstats = j->ref_pstats + (size_t)q0 * H * MLA_REF_PSTATS};
     mla_metrics m;
     char reason[512];
     *caught_lse = mla_judge(&in, MLA_PATH_BF16_P_PARTIALS, o32, NULL, l32, &m, reason,

@@ -199,6 +199,8 @@ typedef struct {
     double *on2; /* [M] |o_row|^2 */
     float *va;   /* [NB, Dv] |v_k| of the block (non-finite values as 0) */
     float *aacc; /* [M, Dv] A_c = sum_k P_k |v_k,c| over the visible keys */
+    float *vstar; /* [M, Dv] |v*_c|: the value of the row's max key (its weight is pinv) */
+    unsigned char *hstar; /* [M] 1 once vstar holds the row's max key */
     float *gw;   /* [Dv] the bias test's column weights g_c = 1 / M_{b,c}^2 of the
                     sequence and KV head (0 where M is 0 or not finite) */
 } ref_work;
@@ -326,6 +328,48 @@ static void ref_block(ref_work *w, int32_t M, int32_t N, const float *v, int32_t
     }
 }
 
+/* pstats j = 11, 12 (judge.c (B6)): the largest coherent slope error the
+ * bf16 rounding of a partial dominated by the row's max key k* can make,
+ * over the unknown split plan. That partial is O = (1 - eps) v* + (the other
+ * keys of its split), eps their share; when eps is below about an ulp the
+ * rounding snaps O back towards v* in every column at once, an error along
+ * the output, not noise. Which eps a kernel meets depends on its split
+ * plan (a split may hold k* and a few light neighbours), so take the worst
+ * over eps in [-8u, 8u] (u = 2^-8; past a few ulps the columns' mantissas
+ * dither the error away: measured on N(0,1) values, 0.5u at eps = u/2, below
+ * 0.08u past 4u), of |sum_c o_c e_c(eps)| with e_c the rounding error of
+ * (1 - eps) v*_c, times the partial's weight P* (1 + |eps|); the same with
+ * g_c o_c. Exact for the values at hand: no mantissa distribution assumed
+ * inside the range. */
+static void snap_bound(const float *orow, const float *grow, const float *vs, double pstar,
+                       int32_t Dv, double *sn, double *sng)
+{
+    enum { STEPS = 192 }; /* eps = i u / 24, |i| <= STEPS: 8u */
+    const double u = 1.0 / 256.0;
+    double best = 0, bestg = 0;
+    for (int i = -STEPS; i <= STEPS; i++) {
+        if (i == 0)
+            continue;
+        const double eps = i * u / 24.0;
+        double a = 0, ag = 0;
+        for (int32_t d = 0; d < Dv; d++) {
+            const double od = orow[d], gd = grow[d];
+            if (!isfinite(od) || vs[d] == 0.0f)
+                continue;
+            const float x = (float)((1.0 - eps) * vs[d]);
+            const double e = (double)mla_bf16_to_f32(mla_f32_to_bf16(x)) - (double)x;
+            a += od * e;
+            if (isfinite(gd))
+                ag += gd * e;
+        }
+        const double wgt = pstar * (1.0 + fabs(eps));
+        best = fmax(best, wgt * fabs(a));
+        bestg = fmax(bestg, wgt * fabs(ag));
+    }
+    *sn = best;
+    *sng = bestg;
+}
+
 /* Statistics pass over one key block, after the tile's output is final
  * (w->acc then holds o_row, w->m the row's final max): the same scores,
  * mask and cap as softmax_rows, the final weights P_k = exp(s_k - m) * pinv,
@@ -372,8 +416,18 @@ static void ref_pstats_block(ref_work *w, int32_t M, int32_t N, const float *v, 
             /* The row's max key: exp(0) = 1 is exact in bf16, and a kernel
              * that subtracts the running max gives it exactly that weight
              * (it is the max of its block and split when processed). */
-            if (e == 1.0f)
+            if (e == 1.0f) {
+                if (!w->hstar[r]) { /* the first of tied max keys will do */
+                    float *vs = w->vstar + (size_t)r * w->Dv;
+                    const float *src = v + (size_t)n * ldv;
+                    for (int32_t d = 0; d < w->Dv; d++) {
+                        const float x = value_alpha * src[d];
+                        vs[d] = fabsf(x) <= FLT_MAX ? x : 0.0f;
+                    }
+                    w->hstar[r] = 1;
+                }
                 continue;
+            }
             const double p = (double)e * (double)w->pinv[r];
             const double p2 = p * p, c = cw[n];
             s0 += p2;
@@ -520,6 +574,8 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
         w.on2 = alloc_array(Mmax, 1, sizeof(double), &ok);
         w.va = alloc_array((size_t)NB, (size_t)Dv, sizeof(float), &ok);
         w.aacc = alloc_array(Mmax, (size_t)Dv, sizeof(float), &ok);
+        w.vstar = alloc_array(Mmax, (size_t)Dv, sizeof(float), &ok);
+        w.hstar = alloc_array(Mmax, 1, 1, &ok);
         w.gw = alloc_array(1, (size_t)Dv, sizeof(float), &ok);
     }
     if (!ok) {
@@ -651,6 +707,7 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                             w.ps[(size_t)r * MLA_REF_PSTATS + j] = 0;
                     }
                     memset(w.aacc, 0, (size_t)M * Dv * sizeof(float));
+                    memset(w.hstar, 0, (size_t)M);
                     if (opts->use_prefix && P > 0) {
                         int64_t t_lo = window > 0 ? (int64_t)P + i0 - window : 0;
                         if (t_lo < 0)
@@ -694,7 +751,10 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                          * elements the judge compares). */
                         const float *orow = w.acc + (size_t)r * Dv, *grow = w.accg + (size_t)r * Dv;
                         const float *arow = w.aacc + (size_t)r * Dv;
-                        double am = 0, amg = 0;
+                        const float *vs = w.vstar + (size_t)r * Dv;
+                        const double pstar = w.pinv[r];
+                        const int snap = w.hstar[r] && pstar > 0;
+                        double am = 0, amg = 0, sn = 0, sng = 0;
                         for (int32_t d = 0; d < Dv; d++) {
                             const double ad = arow[d], od = orow[d], gd = grow[d];
                             if (isfinite(ad) && isfinite(od)) {
@@ -703,8 +763,12 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                                     amg += ad * ad * gd * gd;
                             }
                         }
+                        if (snap)
+                            snap_bound(orow, grow, vs, pstar, Dv, &sn, &sng);
                         w.ps[(size_t)r * MLA_REF_PSTATS + 5] = am;
                         w.ps[(size_t)r * MLA_REF_PSTATS + 10] = amg;
+                        w.ps[(size_t)r * MLA_REF_PSTATS + 11] = sn;
+                        w.ps[(size_t)r * MLA_REF_PSTATS + 12] = sng;
                         memcpy(opts->pstats + ((size_t)tok * H + h) * MLA_REF_PSTATS,
                                w.ps + (size_t)r * MLA_REF_PSTATS, MLA_REF_PSTATS * sizeof(double));
                     }
@@ -732,6 +796,8 @@ done:
     free(w.on2);
     free(w.va);
     free(w.aacc);
+    free(w.vstar);
+    free(w.hstar);
     free(w.gw);
     return st;
 }

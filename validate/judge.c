@@ -293,6 +293,7 @@ typedef struct {
     double pv;     /* sum over rows of V_row (B3): the P-rounding variance of sum r delta */
     double pt;     /* sum over rows of T_row (B4): the hard bound of |sum r delta| / u_b */
     double ro;     /* sum r (bf16(r) - r): the reference's own output rounding (B5) */
+    double sn;     /* sum |r| S_c: a partial's coherent snap to the max key (B6) */
     int pmiss;     /* rows without a usable V_row: the a-priori term stands in (B2) */
     int64_t n;     /* elements */
     /* For the noise report only (mla_metrics.bias_level), not the verdict:
@@ -316,6 +317,7 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
     g->pv += row->pv;
     g->pt += row->pt;
     g->ro += row->ro;
+    g->sn += row->sn;
     g->pmiss += row->pmiss;
     g->oa += row->oa;
     g->ob += row->ob;
@@ -361,7 +363,9 @@ static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, dou
         tp = fmin(bm->zp * sd, hard) + fabs(g->ro) / g->b;                  /* + (B5) */
     }
     const int kc = stat ? bm->kc - bm->kp : bm->kc;
-    *tau = BIAS_Z * sigma + tp + (kc * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
+    /* (B6): each bf16 partial may snap coherently; kc - kp of them. */
+    const double tsnap = (bm->kc - bm->kp) * g->sn / g->b;
+    *tau = BIAS_Z * sigma + tp + tsnap + (kc * U_B + SAFETY * g->gamma) * sqrt(g->cm) / g->b;
     return 1;
 }
 
@@ -652,6 +656,10 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                             racc.cm = ps[5];
                         if (isfinite(ps[10]) && ps[10] >= 0)
                             rw.cm = ps[10];
+                        if (isfinite(ps[11]) && ps[11] >= 0)
+                            racc.sn = ps[11];
+                        if (isfinite(ps[12]) && ps[12] >= 0)
+                            rw.sn = ps[12];
                     }
                     rw.gamma = racc.gamma;
                     if (p_bf16) {

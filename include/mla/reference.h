@@ -33,12 +33,17 @@ mla_status mla_reference_run(const mla_fixture *fx, float *o, float *lse, mla_er
  *     j = 5: sum_c A_c^2 o_c^2, j = 10: sum_c A_c^2 g_c^2 o_c^2, with
  *            A_c = sum_k P_k |v_{k,c}| over every visible key, summed over the
  *            columns where A_c and o_c are finite,
+ *     j = 11: max over eps of P* (1 + |eps|) |sum_c o_c e_c(eps)|, and
+ *     j = 12: the same with g_c o_c, where k* is the row's max key (value
+ *            v*, with v_scale for a prefix key; final weight P*) and e_c(eps)
+ *            the bf16 rounding error of (1 - eps) v*_c, |eps| <= 8 u_b: the
+ *            coherent error of a partial dominated by k* (judge.c (B6)),
  * accumulated in double over the same weights and values the output used
  * (the c_k and A_c come from fp32 GEMMs: relative error ~ D_v u_32 and
  * ~ N u_32 on sums of non-negative terms, immaterial for a tolerance). A
  * second pass over the keys, about the reference's own cost again. 0 for a
  * row with no visible key; NaN where the row is NaN. */
-#define MLA_REF_PSTATS 11
+#define MLA_REF_PSTATS 13
 mla_status mla_reference_run_pstats(const mla_fixture *fx, float *o, float *lse, double *pstats,
                                     mla_error *err);
 

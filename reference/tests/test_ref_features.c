@@ -190,6 +190,34 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                             want[5] += ac[d] * ac[d] * (double)orow[d] * orow[d];
                             want[10] += ac[d] * ac[d] * og * og;
                         }
+                    /* j = 11, 12: the first max key's value v* (with
+                     * v_scale) and weight P*, the worst eps of the snap. */
+                    int64_t ks = -1;
+                    for (int64_t k = 0; k < n && ks < 0; k++)
+                        if (sc[k] == m)
+                            ks = k;
+                    const int64_t kk = kid[ks];
+                    const int draft = kk >= P;
+                    const mla_bf16 *vr =
+                        draft ? fx->v_extend + ((size_t)(qo + kk - P) * Hkv + g) * Dv
+                              : fx->kv_buffer + ((size_t)fx->kv_indices[ko + kk] * Hkv + g) * D;
+                    const double pstar = exp(sc[ks] - mm) / l;
+                    for (int i = -192; i <= 192; i++) {
+                        const double eps = i / (24.0 * 256.0);
+                        double a = 0, ag = 0;
+                        for (int32_t d = 0; d < Dv; d++) {
+                            const float v = (draft ? 1.0f : c->v_scale) * mla_bf16_to_f32(vr[d]);
+                            if (!isfinite(orow[d]) || v == 0.0f || !isfinite(v))
+                                continue;
+                            const float x = (float)((1.0 - eps) * v);
+                            const double e = (double)mla_bf16_to_f32(mla_f32_to_bf16(x)) - x;
+                            a += orow[d] * e;
+                            ag += (float)(gw[d] * orow[d]) * e;
+                        }
+                        const double wgt = pstar * (1.0 + fabs(eps));
+                        want[11] = fmax(want[11], wgt * fabs(a));
+                        want[12] = fmax(want[12], wgt * fabs(ag));
+                    }
                 }
                 const double *got = ps + row * MLA_REF_PSTATS;
                 for (int j = 0; j < MLA_REF_PSTATS; j++) {
