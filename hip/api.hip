@@ -70,13 +70,15 @@ extern "C" const char *mla_gpu_fast_kernel_name(int k)
         return "ws";
     case MLA_GPU_FAST_KERNEL_MMA:
         return "mma";
+    case MLA_GPU_FAST_KERNEL_WS_PVG:
+        return "ws-pvg";
     }
     return "unknown";
 }
 
 extern "C" int mla_gpu_fast_kernel_parse(const char *name)
 {
-    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_MMA; ++k)
+    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_WS_PVG; ++k)
         if (name && !strcmp(name, mla_gpu_fast_kernel_name(k)))
             return k;
     return -1;
@@ -115,8 +117,9 @@ extern "C" mla_status mla_gpu_options_check(const mla_gpu_options *o, mla_error 
 {
     if (!o)
         return MLA_OK; // NULL means the defaults
-    if (o->fast_kernel < MLA_GPU_FAST_KERNEL_AUTO || o->fast_kernel > MLA_GPU_FAST_KERNEL_MMA) {
-        gpu_error(err, "mla_gpu_options: unknown fast_kernel %d (auto, ws or mma)", o->fast_kernel);
+    if (o->fast_kernel < MLA_GPU_FAST_KERNEL_AUTO || o->fast_kernel > MLA_GPU_FAST_KERNEL_WS_PVG) {
+        gpu_error(err, "mla_gpu_options: unknown fast_kernel %d (auto, ws, mma or ws-pvg)",
+                  o->fast_kernel);
         return MLA_ERR_INVALID;
     }
     if (o->fast_rows != 64 && o->fast_rows != 96) {
@@ -324,6 +327,7 @@ struct SplitLaunch {
     mla_gpu_run_info info;
     int cw;          // stage-2 output columns per block
     bool ws;         // fast stage 1 on the warp-specialized kernel
+    bool pvg;        // ... with the PV warpgroups gathering (fast_kernel ws-pvg)
     void *part_o;    // bf16 (fast) or fp32 (per-head) partial outputs
     float *part_lse; // natural-log partial lse
     hipStream_t stream;
@@ -398,10 +402,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
         e = launch_stage1_mma<2, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 64)
         e = !a.ws ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
-            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true>(p1, grid, a.stream)
-                                   : launch_stage1_ws<4, 8, false>(p1, grid, a.stream);
+            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, grid, a.stream)
+            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, grid, a.stream)
+                                   : launch_stage1_ws<4, 8, false, false>(p1, grid, a.stream);
     else
-        e = a.ws ? launch_stage1_ws<6, 8, false>(p1, grid, a.stream)
+        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, grid, a.stream)
                  : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
 #elif defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
     (void)rows; // gfx942's plan: 32-row blocks only (split_policy.c)
@@ -590,6 +595,7 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.info = r;
     la.cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads, MLA_GPU_FAST_TARGET_CTAS);
     la.ws = fast && fast_uses_ws(s, o, kv_is_fp8(a));
+    la.pvg = la.ws && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG;
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
     la.stream = (hipStream_t)stream;

@@ -22,7 +22,7 @@ template <int MT, int NW, int RG, typename PT, int PADK>
 hipError_t launch_stage1_mma(const Stage1Params &p, dim3 grid, hipStream_t st);
 
 #if defined(MLA_TARGET_NVIDIA)
-template <int MT, int NPW, bool F8>
+template <int MT, int NPW, bool F8, bool PVG>
 hipError_t launch_stage1_ws(const Stage1Params &p, dim3 grid, hipStream_t st);
 #endif
 

@@ -169,13 +169,18 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // copied, so the staging tiles need no barrier of their own. (Decoding in
 // the producer added its ~2000 cycles a tile to the producer-bound tile
 // period: docs/perf-log.md "fp8 pools".)
-template <int MT, int NPW, bool F8>
+// PVG (bf16, 64 rows; fast_kernel ws-pvg): the PV warpgroups gather the
+// bf16 tiles too, issuing tile t + STG - 1 into the stage tile t - 1 left
+// while their PV wgmma of tile t runs; the producer keeps only S, the
+// softmax and the P stores (its gather was ~15-20% of its tile time).
+template <int MT, int NPW, bool F8, bool PVG>
 __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
     constexpr int NT = (NPW + 4) * 32;
     static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
     static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
+    static_assert(!PVG || (ROWS == 64 && !F8), "PV-warp gather: bf16, 64-row blocks");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
     constexpr int STG = ws_stages(ROWS, F8);
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
@@ -287,6 +292,20 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         for (int j = 0; j < D_MAX / 64; ++j)
             cp_async_s<8>(st + 64 * j, src + 64 * j, nb);
     };
+    // PVG: the same thread -> (token, piece) map with 16-byte bf16 chunks:
+    // chunk sub8 + 8j of the row is atom j, swizzled chunk sub8.
+    const uint32_t g16_base = ks_base + (uint32_t)(tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4));
+    auto load_tile16 = [=](int t, int64_t slot) {
+        if (t >= ntiles)
+            return;
+        const bool ok = slot >= 0;
+        const uint8_t *src = kv8 + (ok ? slot : 0) * kv_ss * 2 + sub8 * 16;
+        const uint32_t st = g16_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
+        const int nb = ok ? 16 : 0;
+#pragma unroll
+        for (int j = 0; j < D_MAX / 64; ++j)
+            cp_async16_s(st + (uint32_t)(j * TN * 128), src + 128 * j, nb);
+    };
     auto decode_tile8 = [=](int t) {
         if (t >= ntiles)
             return;
@@ -328,8 +347,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         // (The bf16 branches keep the order of the bf16-only kernel: its
         // code, and speed, are unchanged by the fp8 variant.)
         if (producer) {
-            if constexpr (F8) {
-                cp_async_wait_all(); // the PV warpgroups gather fp8 tiles
+            if constexpr (F8 || PVG) {
+                cp_async_wait_all(); // the PV warpgroups gather the tiles
             } else {
                 // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
                 // issues tile t + STG - 1 into the stage tile t - 1 leaves.
@@ -360,6 +379,15 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 decode_tile8(1);
                 load_tile8(3, s3);
                 cp_async_commit();
+            } else if constexpr (PVG) {
+                // Tiles 0 .. STG - 2, one group each (as the producer
+                // issues them in the other kernels).
+                for (int t = 0; t < STG - 1; ++t) {
+                    load_tile16(t, slot8_of(t));
+                    cp_async_commit();
+                }
+                slot8_next = slot8_of(STG - 1);
+                cp_async_wait_group<STG - 2>(); // Q and tile 0
             } else {
                 cp_async_wait_all();
             }
@@ -441,7 +469,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
             }
             ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
-            if constexpr (F8) { // the PV warpgroups gather and decode
+            if constexpr (F8 || PVG) { // the PV warpgroups gather
                 fence_proxy_async(); // wgmma (async proxy) reads P
                 nbar_sync(BAR_P_FULL, NT);
                 continue;
@@ -505,6 +533,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         for (int i = 0; i < 128; ++i)
             acc[i] = 0.f;
         for (int t = 0; t < ntiles; ++t) {
+            if constexpr (PVG) {
+                // Tile t + 1 (read by the producer's S chain right after
+                // P_FULL(t)) has landed: groups Q, tiles 0 .. t + STG - 2
+                // issued, so STG - 3 may still be in flight; the barrier
+                // publishes every thread's copies.
+                cp_async_wait_group<STG - 3>();
+                fence_proxy_async();
+            }
             nbar_sync(BAR_P_FULL, NT);
             const float a0 = Al[r0], a1 = Al[r0 + 8];
 #pragma unroll
@@ -522,6 +558,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             wgmma_m64n256k16_tb(acc, dp, dv);
             wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
             wg_commit();
+            if constexpr (PVG) {
+                // While PV(t) runs: tile t + STG - 1 into tile t - 1's stage
+                // (every PV(t - 1) ended before P_FREE(t - 1), the producer's
+                // S(t - 1) before P_FULL(t - 1)); possibly an empty group.
+                load_tile16(t + STG - 1, slot8_next);
+                cp_async_commit();
+                slot8_next = slot8_of(t + STG);
+            }
             if constexpr (F8) {
                 // While PV(t) runs: tile t + 2 into its stage (tile t - 1's:
                 // this warpgroup's PV(t - 1) is done, the producer's S(t - 1)

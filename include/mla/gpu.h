@@ -41,7 +41,10 @@ const char *mla_gpu_tier_name(mla_gpu_tier t);
 typedef enum {
     MLA_GPU_FAST_KERNEL_AUTO = 0, /* ws where it applies (NVIDIA sm_90a, head_dim 576), else mma */
     MLA_GPU_FAST_KERNEL_WS = 1,   /* warp-specialized wgmma kernel; declines other shapes */
-    MLA_GPU_FAST_KERNEL_MMA = 2   /* single-role mma.sync / MFMA kernel */
+    MLA_GPU_FAST_KERNEL_MMA = 2,  /* single-role mma.sync / MFMA kernel */
+    MLA_GPU_FAST_KERNEL_WS_PVG = 3 /* auto, but the 64-row bf16 ws kernel has its PV warpgroups
+                                      gather the tiles (faster with scattered slots, slower on
+                                      K3 with 64-token pages: docs/perf-log.md) */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */
