@@ -5,16 +5,8 @@
 # cases, and a same-run bf16 / fp8 timing of the K3 and DSV3 TP8 shapes
 # (interleaved rounds). Logs under $OUT.
 #   OUT=DIR bash scripts/fp8_pilot.sh [--rounds N]
-set -u
-rounds=2
-[ "${1:-}" = --rounds ] && rounds=$2
-[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n 2,7p "$0" | sed 's/^# \{0,1\}//'; exit 0; }
-: "${OUT:?set OUT}"
-mkdir -p "$OUT"
-t0=$(date +%s)
-{ cmake --preset cuda && cmake --build --preset cuda; } > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
-echo "build $(( $(date +%s) - t0 )) s"
-grep -E 'Compiling entry|spill|Used' "$OUT/build.log" | sed 's/ptxas info    : //' | paste - - - | sort -u | grep stage1_ws
+help_end=7
+. "$(dirname "$0")/pilot_common.sh"
 build-cuda/hip/test_gpu_fp8; echo "fp8 decode rc $?"
 v=build-cuda/validate/mla-validate
 $v --backend gpu --backend gpu-baseline --backend gpu-fallback --backend gpu:rows96 --backend gpu:mma \

@@ -6,16 +6,8 @@
 # DSV3 TP8 shapes, interleaved rounds, 64-token pages and random slots.
 # Logs under $OUT.
 #   OUT=DIR bash scripts/pvg_ab.sh [--rounds N]
-set -u
-rounds=2
-[ "${1:-}" = --rounds ] && rounds=$2
-[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n 2,8p "$0" | sed 's/^# \{0,1\}//'; exit 0; }
-: "${OUT:?set OUT}"
-mkdir -p "$OUT"
-t0=$(date +%s)
-{ cmake --preset cuda && cmake --build --preset cuda; } > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
-echo "build $(( $(date +%s) - t0 )) s"
-grep -E 'Compiling entry|spill|Used' "$OUT/build.log" | sed 's/ptxas info    : //' | paste - - - | sort -u | grep stage1_ws
+help_end=8
+. "$(dirname "$0")/pilot_common.sh"
 v=build-cuda/validate/mla-validate
 $v --backend gpu:pvg --backend gpu fixtures/data > "$OUT/val_fixtures.log" 2>&1
 echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -6

@@ -55,6 +55,17 @@ static const rt_case CASES[] = {
 };
 
 
+/* Key kk's value row in sequence (qo, ko, P), KV head g: a draft's from
+ * v_extend, a prefix key's the first Dv columns of its pool row. */
+static const mla_bf16 *value_row(const mla_fixture *fx, int64_t qo, int64_t ko, int32_t P,
+                                 int64_t kk, int32_t g)
+{
+    const mla_config *c = &fx->cfg;
+    const int32_t Hkv = c->num_kv_heads;
+    return kk >= P ? fx->v_extend + ((size_t)(qo + kk - P) * Hkv + g) * c->v_head_dim
+                   : fx->kv_buffer + ((size_t)fx->kv_indices[ko + kk] * Hkv + g) * c->head_dim;
+}
+
 /* mla_reference_run_pstats against the same statistics in double, from
  * plain loops over each row's visible keys (weights from double scores,
  * c_k = v_k . o with the reference's fp32 o, the row's max key left out as
@@ -176,9 +187,7 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                     for (int64_t k = 0; k < n; k++) {
                         const int64_t kk = kid[k];
                         const int draft = kk >= P;
-                        const mla_bf16 *vr =
-                            draft ? fx->v_extend + ((size_t)(qo + kk - P) * Hkv + g) * Dv
-                                  : fx->kv_buffer + ((size_t)fx->kv_indices[ko + kk] * Hkv + g) * D;
+                        const mla_bf16 *vr = value_row(fx, qo, ko, P, kk, g);
                         const double p = exp(sc[k] - mm) / l;
                         const double vs = draft ? 1.0 : fabs((double)c->v_scale);
                         for (int32_t d = 0; d < Dv; d++)
@@ -198,9 +207,7 @@ static double check_pstats(const mla_fixture *fx, const mla_ref_opts *base, int 
                             ks = k;
                     const int64_t kk = kid[ks];
                     const int draft = kk >= P;
-                    const mla_bf16 *vr =
-                        draft ? fx->v_extend + ((size_t)(qo + kk - P) * Hkv + g) * Dv
-                              : fx->kv_buffer + ((size_t)fx->kv_indices[ko + kk] * Hkv + g) * D;
+                    const mla_bf16 *vr = value_row(fx, qo, ko, P, kk, g);
                     const double pstar = exp(sc[ks] - mm) / l;
                     for (int i = -192; i <= 192; i++) {
                         const double eps = i / (24.0 * 256.0);

@@ -1,0 +1,18 @@
+# Sourced by the one-command device pilots (fp8_pilot.sh, pvg_ab.sh) from the
+# repo root: reads --rounds N (sets rounds, default 2) and --help (prints the
+# caller's header, comment lines 2 .. $help_end), requires $OUT, builds the
+# 'cuda' preset into $OUT/build.log and prints the stage-1 ws kernels'
+# ptxas lines. Sets t0 to the start time.
+set -u
+rounds=2
+[ "${1:-}" = --rounds ] && rounds=$2
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
+    sed -n "2,${help_end:-7}p" "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+: "${OUT:?set OUT}"
+mkdir -p "$OUT"
+t0=$(date +%s)
+{ cmake --preset cuda && cmake --build --preset cuda; } > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
+echo "build $(( $(date +%s) - t0 )) s"
+grep -E 'Compiling entry|spill|Used' "$OUT/build.log" | sed 's/ptxas info    : //' | paste - - - | sort -u | grep stage1_ws
