@@ -491,11 +491,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         if ((lane & 3) == 0) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const bool any = lA[h] > 0.f;
+                const bool any = lA[h] != 0.f; // NaN (a NaN score): NaN lse, not -inf
                 Linv[rA + 8 * h] = any ? p.v_scale / lA[h] : 0.f;
                 Lse[rA + 8 * h] = any ? (mA[h] + __log2f(lA[h])) * LN2 : -INFINITY;
                 if (TWO && w >= 2) {
-                    const bool anyB = lB[h] > 0.f;
+                    const bool anyB = lB[h] != 0.f;
                     Linv[rB + 8 * h] = anyB ? p.v_scale / lB[h] : 0.f;
                     Lse[rB + 8 * h] = anyB ? (mB[h] + __log2f(lB[h])) * LN2 : -INFINITY;
                 }

@@ -117,12 +117,22 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
 
     // Phase 2: one warp per row: max, denominator, normalized weights.
     for (int i = warp; i < L; i += S2_THREADS / 32) {
-        float M = -INFINITY;
-        for (int s = lane; s < act; s += 32)
-            M = fmaxf(M, wsp[i * NS + s]);
-        for (int j = lane; j < L; j += 32)
-            M = fmaxf(M, sc[i * L + j]);
+        // fmaxf drops NaN, so a NaN split lse (a NaN key in that split) or
+        // draft score is flagged apart: the row is then NaN, lse included,
+        // as the reference's (SPEC non-finite policy).
+        float M = -INFINITY, bad = 0.f;
+        for (int s = lane; s < act; s += 32) {
+            const float x = wsp[i * NS + s];
+            bad = x != x ? 1.f : bad;
+            M = fmaxf(M, x);
+        }
+        for (int j = lane; j < L; j += 32) {
+            const float x = sc[i * L + j];
+            bad = x != x ? 1.f : bad;
+            M = fmaxf(M, x);
+        }
         M = warp_max(M);
+        bad = warp_max(bad);
         float sum = 0.f;
         if (M != -INFINITY) {
             for (int s = lane; s < act; s += 32)
@@ -131,8 +141,11 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
                 sum += __expf(sc[i * L + j] - M);
         }
         sum = warp_sum(sum);
+        if (bad != 0.f)
+            sum = NAN;
         // No visible key at all: o = 0, lse = -inf, and no 0/0 anywhere.
-        const bool any = sum > 0.f;
+        // NaN: every weight and the lse NaN.
+        const bool any = sum != 0.f;
         const float inv = any ? 1.f / sum : 0.f;
         for (int s = lane; s < act; s += 32)
             wsp[i * NS + s] = any ? __expf(wsp[i * NS + s] - M) * inv : 0.f;
