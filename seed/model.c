@@ -272,10 +272,21 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
             const float *q = c->q + (size_t)r * c->dim;
             float *acc = c->acc + (size_t)r * c->dv;
             float mt = -INFINITY, m_new, alpha, rowsum = 0.0f;
+            int nan = 0;
 
             for (j = 0; j < n; j++) {
                 c->p[j] = score_of(c, q, c->kt + (size_t)j * c->dim) * c->qk_scale;
+                nan |= c->p[j] != c->p[j];
                 mt = fmaxf(mt, c->p[j]);
+            }
+            if (nan) {
+                /* fmaxf drops a NaN score: the row is NaN from here on (l and
+                 * acc stay NaN through later tiles), its partial and lse NaN,
+                 * as the reference's (SPEC non-finite policy). */
+                c->l[r] = NAN;
+                for (d = 0; d < c->dv; d++)
+                    acc[d] = NAN;
+                continue;
             }
             m_new = fmaxf(c->m[r], mt);
             if (m_new == -INFINITY)
@@ -328,12 +339,18 @@ static void merge_splits(model_ctx *c, int hl, int i, int32_t active, float *lse
     const float *po = c->part_o + base * (size_t)c->dv;
     float m = -INFINITY, sum = 0.0f;
     int32_t s;
-    int d;
+    int d, nan = 0;
 
-    for (s = 0; s < active; s++)
+    for (s = 0; s < active; s++) {
+        nan |= lse[s] != lse[s];
         m = fmaxf(m, lse[s]);
+    }
     for (d = 0; d < c->dv; d++)
-        c->o_p[d] = 0.0f;
+        c->o_p[d] = nan ? NAN : 0.0f;
+    if (nan) { /* a NaN split (fmaxf would drop it): the row is NaN */
+        *lse_p = NAN;
+        return;
+    }
     if (m == -INFINITY && c->mut->guard_empty) {
         *lse_p = -INFINITY; /* empty prefix: contributes nothing */
         return;
@@ -361,13 +378,20 @@ static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
     const int visible =
         mla_boundary_draft_visible(c->mut->boundary, c->mut->drafts_causal ? i + 1 : c->len, c->len);
     float m = -INFINITY, l = 0.0f;
-    int j, d;
+    int j, d, nan = 0;
 
     for (d = 0; d < c->dv; d++)
         c->o_d[d] = 0.0f;
     for (j = 0; j < visible; j++) {
         c->sd[j] = score_of(c, q, c->dk + (size_t)j * c->dim) * c->sm_scale;
+        nan |= c->sd[j] != c->sd[j];
         m = fmaxf(m, c->sd[j]);
+    }
+    if (nan) { /* a NaN draft score: the row is NaN */
+        for (d = 0; d < c->dv; d++)
+            c->o_d[d] = NAN;
+        *lse_d = NAN;
+        return;
     }
     if (m == -INFINITY) {
         *lse_d = -INFINITY;

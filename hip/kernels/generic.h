@@ -105,6 +105,9 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
 
     float M = fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3]));
     const bool any = M != -INFINITY;
+    // Every score NaN (a NaN query element) leaves M at -inf but l NaN: the
+    // row is NaN, lse included, as the reference's (SPEC non-finite policy).
+    const bool nanrow = wl[0] != wl[0] || wl[1] != wl[1] || wl[2] != wl[2] || wl[3] != wl[3];
     float sink = -INFINITY;
     if (p.sinks)
         sink = p.sinks[h];
@@ -129,7 +132,7 @@ __global__ void __launch_bounds__(128) generic_kernel(GenericParams p)
         orow[c] = f2bf(v * inv);
     }
     if (threadIdx.x == 0 && p.lse)
-        p.lse[(long long)tok * p.lse_st + h] = any ? M + __logf(den) : -INFINITY;
+        p.lse[(long long)tok * p.lse_st + h] = nanrow ? NAN : any ? M + __logf(den) : -INFINITY;
 }
 
 } // namespace mla_dev

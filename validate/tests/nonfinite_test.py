@@ -9,6 +9,9 @@
 2. head_dim 1 / v_head_dim 1 and other tiny widths: the reference must PASS
    against the oracle, and the CPU model must PASS (a one-element row is
    judged by its element bound: the row-limit floor in validate/judge.c).
+3. NaN in q and in a referenced pool slot: the model and every emulated
+   (and, with a device, GPU) tier must PASS, i.e. give NaN rows, lse
+   included, exactly where the reference does.
 
 usage: nonfinite_test.py MLA_VALIDATE DATA_DIR WORK_DIR
 """
@@ -85,6 +88,41 @@ def main():
                       "model", p)
         check(rc == 0, "head_dim %d, v_head_dim %d, prefixes %s: reference, oracle and model "
               "pass (exit %d)" % (D, DV, P, rc), out)
+    # 3. NaN inputs through every computing tier: a NaN q element (every
+    #    score of that row NaN) and a NaN in a referenced bf16 pool slot (one
+    #    NaN score per row of that sequence; split tiers used to turn the
+    #    split into an empty one and lose the NaN in lse or o). The GPU tiers
+    #    are N/A without a device; on the H200 they run too.
+    nan_cases = []
+    for name, fixture, kind in (("k3-splits-nanq", "k3-splits.h5", "q"),
+                                ("k3-splits-nankv", "k3-splits.h5", "kv"),
+                                ("dsv3-edges-nankv", "dsv3-edges.h5", "kv")):
+        dst = os.path.join(work, name + ".h5")
+        shutil.copy(os.path.join(data, fixture), dst)
+        with h5py.File(dst, "r+") as f:
+            if kind == "q":
+                q = f["inputs/q"][()]
+                q[1, 3, 17] = 0x7FC0
+                f["inputs/q"][...] = q
+            else:
+                slot = f["inputs/kv_indices"][()][f["inputs/kv_indptr"][()][0] + 50]
+                kv = f["inputs/kv_buffer"][()]
+                kv[slot, 0, 5] = 0x7FC0
+                f["inputs/kv_buffer"][...] = kv
+            if "expected" in f:
+                del f["expected"]
+        nan_cases.append(dst)
+    tiers = ["model", "amd-gfx950-emu", "amd-gfx942-emu", "amd-gfx950-emu-baseline",
+             "amd-gfx942-emu-baseline", "amd-gfx950-emu-fallback", "amd-gfx942-emu-fallback",
+             "gpu", "gpu-baseline", "gpu-fallback", "gpu:mma", "gpu:pvg"]
+    args = []
+    for t in tiers:
+        args += ["--backend", t]
+    rc, out = run(validate, *(args + nan_cases))
+    check(rc == 0 and " 0 failed" in out,
+          "NaN q / NaN pool slot: every tier's NaN rows (o and lse) match the reference's "
+          "(exit %d)" % rc, out)
+
     print("nonfinite: %d failures" % failures)
     return 1 if failures else 0
 
