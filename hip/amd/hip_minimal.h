@@ -19,6 +19,9 @@
 #ifndef INFINITY
 #define INFINITY (__builtin_inff())
 #endif
+#ifndef NAN
+#define NAN (__builtin_nanf(""))
+#endif
 
 struct mla_idx3 {
     unsigned int x, y, z;
