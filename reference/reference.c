@@ -195,11 +195,12 @@ typedef struct {
     float *accg; /* [M, Dv] g o_row */
     double *on2g; /* [M] |o_row|_g^2 = sum_c g_c o_c^2 */
     float *pinv; /* [M] final weight of exp(s - m): scale / denom, 0 for an empty row */
-    double *ps;  /* [M, 6] sum P^2, P^2 c, P^2 c^2, P |c|, P |c - |o|^2|, sum_c A_c^2 o_c^2 */
+    double *ps;  /* [M, MLA_REF_PSTATS]: the row's statistics (include/mla/reference.h) */
     double *on2; /* [M] |o_row|^2 */
     float *va;   /* [NB, Dv] |v_k| of the block (non-finite values as 0) */
     float *aacc; /* [M, Dv] A_c = sum_k P_k |v_k,c| over the visible keys */
-    float *vstar; /* [M, Dv] |v*_c|: the value of the row's max key (its weight is pinv) */
+    float *vstar; /* [M, Dv] v*: the value of the row's max key, times value_alpha (its
+                     weight is pinv; non-finite entries as 0) */
     unsigned char *hstar; /* [M] 1 once vstar holds the row's max key */
     float *gw;   /* [Dv] the bias test's column weights g_c = 1 / M_{b,c}^2 of the
                     sequence and KV head (0 where M is 0 or not finite) */
@@ -358,6 +359,8 @@ static void snap_bound(const float *orow, const float *grow, const float *vs, do
                 continue;
             const float x = (float)((1.0 - eps) * vs[d]);
             const double e = (double)mla_bf16_to_f32(mla_f32_to_bf16(x)) - (double)x;
+            if (!isfinite(e)) /* (1 - eps) v* or its rounding past FLT_MAX */
+                continue;
             a += od * e;
             if (isfinite(gd))
                 ag += gd * e;

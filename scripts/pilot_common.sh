@@ -5,7 +5,15 @@
 # ptxas lines. Sets t0 to the start time.
 set -u
 rounds=2
-[ "${1:-}" = --rounds ] && rounds=$2
+if [ "${1:-}" = --rounds ]; then
+    rounds=${2:-}
+    case "$rounds" in
+        ''|*[!0-9]*|0) echo "$(basename "$0"): --rounds needs a positive integer (got '$rounds')" >&2; exit 2 ;;
+    esac
+elif [ -n "${1:-}" ] && [ "$1" != -h ] && [ "$1" != --help ]; then
+    echo "$(basename "$0"): unknown argument '$1' (--rounds N or --help)" >&2
+    exit 2
+fi
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
     sed -n "2,${help_end:-7}p" "$0" | sed 's/^# \{0,1\}//'
     exit 0

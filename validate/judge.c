@@ -350,6 +350,32 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
         g->gamma = row->gamma;
 }
 
+/* One element into a row's sums, with column weight g (1 for the row's
+ * plain slope, g_c = 1 / M_c^2 for the column-weighted one of (B0)): every
+ * sum of (B1)-(B5) carries g once per r, as the derivation does. rnd is
+ * r (bf16(r) - r) of (B5), Mc the column's M_c of (B2). */
+static void bias_add_elem(bias_acc *a, double g, double r, double d, double rnd, double Mc)
+{
+    const double r2 = r * r, g2 = g * g;
+    a->b += g * r2;
+    a->a += g * r * d;
+    a->w2 += g2 * r2 * d * d;
+    a->w3 += g2 * r2 * r * d;
+    a->r4 += g2 * r2 * r2;
+    a->ro += g * rnd;
+    if (isfinite(Mc))
+        a->cm += g2 * Mc * Mc * r2;
+    a->n++;
+}
+
+/* V_row of (B3) from the reference's sums s0 = sum P^2, s1 = sum P^2 c,
+ * s2 = sum P^2 c^2 and b = |r|^2 (weighted: c^g and |r|_g^2): the larger of
+ * the two normalizer conventions, sum P^2 c^2 and sum P^2 (c - |r|^2)^2. */
+static double bias_pvar(double s0, double s1, double s2, double b)
+{
+    return fmax(s2, s2 - 2.0 * b * s1 + b * b * s0);
+}
+
 /* Slope and threshold (B2) of a group; 0 when the group has nothing to
  * judge (no finite element with r != 0). */
 /* The path's rounding model for (B1)/(B2): output unit roundoff u, k extra
@@ -642,28 +668,13 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                         sum_d2 += (v - r) * (v - r);
                         sum_r2 += r * r;
                         if (isfinite(v) && isfinite(r)) {
-                            const double d = v - r, r2 = r * r;
-                            racc.b += r2;
-                            racc.a += r * d;
-                            racc.w2 += r2 * d * d;
-                            racc.w3 += r2 * r * d;
-                            racc.r4 += r2 * r2;
-                            const double rnd = r * ((double)mla_bf16_to_f32(mla_f32_to_bf16((float)r)) - r);
-                            racc.ro += rnd;
-                            if (isfinite(Mh[ch]))
-                                racc.cm += Mh[ch] * Mh[ch] * r2;
-                            racc.n++;
-                            const double gw = isfinite(Mh[ch]) && Mh[ch] > 0 ? 1.0 / (Mh[ch] * Mh[ch]) : 0.0;
-                            const double g2 = gw * gw;
-                            rw.b += gw * r2;
-                            rw.a += gw * r * d;
-                            rw.w2 += g2 * r2 * d * d;
-                            rw.w3 += g2 * r2 * r * d;
-                            rw.r4 += g2 * r2 * r2;
-                            rw.ro += gw * rnd;
-                            if (isfinite(Mh[ch]))
-                                rw.cm += g2 * Mh[ch] * Mh[ch] * r2;
-                            rw.n++;
+                            const double d = v - r;
+                            const double rnd =
+                                r * ((double)mla_bf16_to_f32(mla_f32_to_bf16((float)r)) - r);
+                            const double gw =
+                                isfinite(Mh[ch]) && Mh[ch] > 0 ? 1.0 / (Mh[ch] * Mh[ch]) : 0.0;
+                            bias_add_elem(&racc, 1.0, r, d, rnd, Mh[ch]);
+                            bias_add_elem(&rw, gw, r, d, rnd, Mh[ch]);
                             if (bm.oracle == 1) { /* noise report: s against the oracle */
                                 const double x = in->oracle_o[e];
                                 if (isfinite(x)) {
@@ -692,29 +703,21 @@ mla_verdict mla_judge(const mla_judge_input *in, mla_path path, const float *o,
                     }
                     rw.gamma = racc.gamma;
                     if (p_bf16) {
-                        /* V_row of (B3): the larger of the two normalizer
-                         * conventions, sum P^2 c^2 and sum P^2 (c - |r|^2)^2. */
-                        double V = NAN;
+                        /* V_row and T_row of (B3)/(B4), plain and weighted
+                         * (c_k^g, |r|_g^2 = rw.b); a row without them
+                         * falls back to the a-priori term. */
+                        double V = NAN, Vg = NAN;
                         if (in->ref_pstats) {
                             const double *ps = in->ref_pstats + ((size_t)t * H + h) * MLA_REF_PSTATS;
-                            const double bb = racc.b;
-                            V = fmax(ps[2], ps[2] - 2.0 * bb * ps[1] + bb * bb * ps[0]);
+                            V = bias_pvar(ps[0], ps[1], ps[2], racc.b);
                             racc.pt = fmax(ps[3], ps[4]);
-                            if (!isfinite(racc.pt))
-                                V = NAN;
-                            /* The weighted slope's: c_k^g and |r|_g^2 = rw.b. */
-                            const double bg = rw.b;
-                            const double Vg = fmax(ps[7], ps[7] - 2.0 * bg * ps[6] + bg * bg * ps[0]);
+                            Vg = bias_pvar(ps[0], ps[6], ps[7], rw.b);
                             rw.pt = fmax(ps[8], ps[9]);
-                            if (isfinite(Vg) && isfinite(rw.pt) && isfinite(V))
-                                rw.pv = Vg;
                         }
-                        if (isfinite(V)) {
-                            racc.pv = V;
-                        } else {
-                            racc.pmiss = 1;
-                            rw.pmiss = 1;
-                        }
+                        racc.pmiss = !(isfinite(V) && isfinite(racc.pt));
+                        rw.pmiss = !(isfinite(Vg) && isfinite(rw.pt));
+                        racc.pv = racc.pmiss ? 0 : V;
+                        rw.pv = rw.pmiss ? 0 : Vg;
                     }
                     {
                         char gname[64];

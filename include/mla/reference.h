@@ -17,7 +17,7 @@ extern "C" {
 mla_status mla_reference_run(const mla_fixture *fx, float *o, float *lse, mla_error *err);
 
 /* The same, and per (token, head) row the statistics of the bias test
- * (validate/judge.c, (B0), (B2) and (B3)): with P_k the row's final softmax
+ * (validate/judge.c, (B0), (B2), (B3) and (B6)): with P_k the row's final softmax
  * weight of visible key k (sinks in the denominator only), c_k = v_k . o_row
  * (v_k with v_scale for prefix keys; o_row the fp32 output this call
  * returns), and for the column-weighted slope of the larger groups
