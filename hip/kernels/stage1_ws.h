@@ -50,6 +50,9 @@ namespace mla_dev {
 // r0 + 8. The four lanes of a quad share a row. The probabilities stay in
 // registers as packed bf16 (pk[h][j]: row r0 + 8h, tokens 8j + 2t, +1) until
 // the P tile is free: the next chain's wgmma reuses the accumulators.
+// FULL: a whole tile (valid == TN), no key masked: the caller branches once
+// per tile, so full tiles skip the 32 compare-selects per thread.
+template <bool FULL = false>
 __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
                                                 float (&m_run)[2], float (&l_run)[2],
                                                 uint32_t (&pk)[2][4], float (&alpha)[2])
@@ -62,8 +65,8 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int tok = 8 * j + 2 * t;
-            v[2 * j] = tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
-            v[2 * j + 1] = tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
+            v[2 * j] = FULL || tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
+            v[2 * j + 1] = FULL || tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
             tmax = fmaxf(tmax, fmaxf(v[2 * j], v[2 * j + 1]));
         }
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -456,8 +459,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             else
                 ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
             wg_wait<0>();
-            if constexpr (!TWO)
-                ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
+            if constexpr (!TWO) {
+                if (valid == TN)
+                    ws_softmax_rows<true>(acc, valid, p.scale_log2, mA, lA, pk, al);
+                else
+                    ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
+            }
             // P is free once the PV warps are done with tile t - 1; so is
             // that tile's K/V stage, which then takes tile t + STG - 1
             // (issued after the hand-over, off its path).
@@ -543,12 +550,20 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             }
             nbar_sync(BAR_P_FULL, NT);
             const float a0 = Al[r0], a1 = Al[r0 + 8];
+            // Once a row's running max settles, alpha is exactly 1 (exp2 of
+            // 0) and the rescale is an identity: skipped per warp. Its 128
+            // multiplies per thread shared the issue slots of each SM
+            // sub-partition with the producer warp right after P_FULL, on
+            // the producer's path (docs/perf-log.md "Rescale only when the
+            // max moves"). A NaN alpha is != 1 and still propagates.
+            if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
 #pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                acc[4 * j] *= a0;
-                acc[4 * j + 1] *= a0;
-                acc[4 * j + 2] *= a1;
-                acc[4 * j + 3] *= a1;
+                for (int j = 0; j < 32; ++j) {
+                    acc[4 * j] *= a0;
+                    acc[4 * j + 1] *= a0;
+                    acc[4 * j + 2] *= a1;
+                    acc[4 * j + 3] *= a1;
+                }
             }
             // V columns c0 .. c0 + 255 of the tile: atoms c0 / 64 .., a
             // k16 step is 16 token rows (2048 bytes) further.
@@ -611,16 +626,23 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 acc[m][i] = 0.f;
         for (int t = 0; t < ntiles; ++t) {
             nbar_sync(BAR_P_FULL, NT);
+            float2 a[12];
+            bool moved = false;
 #pragma unroll
             for (int j = 0; j < 12; ++j) {
-                const float2 a = *(const float2 *)(Al + 8 * j + 2 * tq);
+                a[j] = *(const float2 *)(Al + 8 * j + 2 * tq);
+                moved |= a[j].x != 1.f || a[j].y != 1.f;
+            }
+            if (__any_sync(0xffffffffu, moved)) { // as in the 64-row loop
 #pragma unroll
-                for (int m = 0; m < 4; ++m) {
-                    acc[m][4 * j] *= a.x;
-                    acc[m][4 * j + 1] *= a.y;
-                    acc[m][4 * j + 2] *= a.x;
-                    acc[m][4 * j + 3] *= a.y;
-                }
+                for (int j = 0; j < 12; ++j)
+#pragma unroll
+                    for (int m = 0; m < 4; ++m) {
+                        acc[m][4 * j] *= a[j].x;
+                        acc[m][4 * j + 1] *= a[j].y;
+                        acc[m][4 * j + 2] *= a[j].x;
+                        acc[m][4 * j + 3] *= a[j].y;
+                    }
             }
             const uint32_t vs =
                 (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + mb0 * TN * 64);

@@ -1,0 +1,72 @@
+#!/bin/bash
+# A kernel change against a base commit on the device, in one command, from
+# the repo root: build the 'cuda' preset (the change) and the base's
+# mla-bench from its source tree (.tools/base-src, made by
+# `git archive <base> | tar -x -C .tools/base-src` and carried), validate the
+# change's fast tier (fixtures/data, small and large catalogue cases,
+# compute-sanitizer memcheck / racecheck / synccheck), then time base, change
+# and FlashMLA interleaved in rounds on the K3 and DSV3 TP8 shapes, 64-token
+# pages and random slots; with --ncu, a warp-state profile of the change's
+# stage 1 at K3 bs 32 / 16k. Logs under $OUT.
+#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu]
+help_end=11
+ncu_too=0
+args=()
+for a in "$@"; do
+    if [ "$a" = --ncu ]; then ncu_too=1; else args+=("$a"); fi
+done
+set -- "${args[@]}"
+. "$(dirname "$0")/pilot_common.sh"
+base=.tools/base-src
+[ -f "$base/CMakePresets.json" ] || { echo "ab_base: no base source tree in $base"; exit 2; }
+(cd "$base" && cmake --preset cuda && cmake --build --preset cuda --target mla-bench) > "$OUT/build_base.log" 2>&1 ||
+    { echo "base build failed"; tail -20 "$OUT/build_base.log"; exit 1; }
+echo "base build done $(( $(date +%s) - t0 )) s"
+v=build-cuda/validate/mla-validate
+$v --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data > "$OUT/val_fixtures.log" 2>&1
+echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -4
+OPENBLAS_NUM_THREADS=16 $v --catalogue --small --backend gpu --backend gpu:rows96 > "$OUT/val_small.log" 2>&1
+echo "catalogue small rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_small.log" | tail -4
+OPENBLAS_NUM_THREADS=16 timeout 240 $v --catalogue --backend gpu k3-splits-wide k3-4k k3-16k dsv3-16k \
+    k3-bs64-4k needle-k3-4k needle-dsv3-16k > "$OUT/val_large.log" 2>&1
+echo "catalogue large rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_large.log" | tail -4
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck synccheck; do
+    $cs --tool $tool --error-exitcode 3 $v --catalogue --backend gpu --backend gpu:rows96 k3-edges dsv3-edges \
+        k3-splits ragged > "$OUT/san_$tool.log" 2>&1
+    echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
+done
+echo "checks done $(( $(date +%s) - t0 )) s"
+nb=build-cuda/hip/mla-bench bb=$base/build-cuda/hip/mla-bench
+fm=.tools/flashmla_bench
+k3="12,8,1,1024:12,8,1,4096:12,8,8,16384:12,8,32,4096:12,8,32,16384:12,8,64,16384"
+ds="16,4,1,4096:16,4,32,16384:16,4,64,16384"
+for r in $(seq 1 "$rounds"); do
+    for lay in pages64 random; do
+        for k in base new; do
+            bin=$nb; [ $k = base ] && bin=$bb
+            $bin --backends fast --no-ceilings --kv-layout $lay --cases "$k3:$ds" \
+                --out "$OUT/b_${k}_${lay}_r$r" > "$OUT/b_${k}_${lay}_r$r.log" 2>&1
+            grep -E "^fast" "$OUT/b_${k}_${lay}_r$r.log" | sed "s/^/$k $lay r$r /"
+        done
+    done
+    if [ -x "$fm" ]; then
+        H_Q=12 L=8 CASES=1:1024,1:4096,8:16384,32:4096,32:16384,64:16384 SKIP_CHECKS=1 $fm 2>/dev/null |
+            sed "s/^/flashmla r$r /"
+        H_Q=16 L=4 CASES=1:4096,32:16384,64:16384 SKIP_CHECKS=1 $fm 2>/dev/null | sed "s/^/flashmla r$r /"
+    fi
+done
+echo "bench done $(( $(date +%s) - t0 )) s"
+if [ $ncu_too = 1 ]; then
+    ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 \
+        --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+        --section SourceCounters --page details \
+        $nb --only 12,8,32,16384 --no-ceilings --backends fast --out /tmp/ncu_b > "$OUT/ncu.txt" 2>&1
+    ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 --section SourceCounters \
+        --page source --csv --print-source sass \
+        $nb --only 12,8,32,16384 --no-ceilings --backends fast --out /tmp/ncu_b 2>/dev/null |
+        python3 scripts/ncu_top.py 45 > "$OUT/ncu_top.txt" 2>&1
+    echo "ncu done $(( $(date +%s) - t0 )) s"
+fi
+(cd "$OUT" && tar -czf logs.tar.gz --remove-files $(ls *.log 2>/dev/null) && rm -rf b_*_r*/ 2>/dev/null)
+echo "total $(( $(date +%s) - t0 )) s"
