@@ -50,7 +50,7 @@ struct Stage1Smem {
     int lse;   // fp32 per-row natural-log lse
     int qdesc; // two 64-bit wgmma descriptors of Q (warp-specialized)
     int f8;    // fp8 staging tiles (warp-specialized, fp8 pools; else unused)
-    int mbar;  // 8-byte mbarriers per producer warp and K/V stage (warp-specialized TMA)
+    int mbar;  // one 8-byte mbarrier per K/V stage (warp-specialized TMA copies)
     int bytes; // dynamic shared memory to request
 };
 
@@ -158,8 +158,8 @@ constexpr Stage1Smem stage1_ws_smem_plan(int rows, bool f8 = false)
     m.linv = m.al + rows * 4;
     m.lse = m.linv + rows * 4;
     m.qdesc = m.lse + rows * 4;
-    m.mbar = m.qdesc + 16; // an mbarrier per producer warp and K/V stage (TMA)
-    m.bytes = 1024 + m.mbar + 8 * 4 * ws_stages(rows, f8);
+    m.mbar = m.qdesc + 16; // one mbarrier per K/V stage (TMA copies)
+    m.bytes = 1024 + m.mbar + 8 * ws_stages(rows, f8);
     return m;
 }
 static_assert(stage1_ws_smem_plan(64).bytes <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");

@@ -40,9 +40,6 @@ static hipError_t make_pool_map(const Stage1Params &p, WsTma &tm)
 {
     memset(&tm, 0, sizeof tm);
     const EncodeTiledFn enc = encode_tiled();
-#if defined(MLA_WS_NO_TMA) // A/B builds only (scripts/ab_base.sh): the gather alone
-    return hipSuccess;
-#endif
     if (!enc)
         return hipSuccess;
     static_assert(sizeof(CUtensorMap) == sizeof tm.map, "opaque tensor map size");

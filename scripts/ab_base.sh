@@ -7,14 +7,13 @@
 # compute-sanitizer memcheck / racecheck / synccheck), then time base, change
 # and FlashMLA interleaved in rounds on the K3 and DSV3 TP8 shapes, 64-token
 # pages and random slots; with --ncu, a warp-state profile of the change's
-# stage 1 at K3 bs 32 / 16k; with --notma, a third build of the change with
-# -DMLA_WS_NO_TMA (the TMA copies off, their bookkeeping kept). Logs under $OUT.
-#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--notma]
-help_end=12
-ncu_too=0 notma=0
+# stage 1 at K3 bs 32 / 16k. Logs under $OUT.
+#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu]
+help_end=11
+ncu_too=0
 args=()
 for a in "$@"; do
-    case "$a" in --ncu) ncu_too=1 ;; --notma) notma=1 ;; *) args+=("$a") ;; esac
+    if [ "$a" = --ncu ]; then ncu_too=1; else args+=("$a"); fi
 done
 set -- "${args[@]}"
 . "$(dirname "$0")/pilot_common.sh"
@@ -23,13 +22,6 @@ base=.tools/base-src
 (cd "$base" && cmake --preset cuda && cmake --build --preset cuda --target mla-bench) > "$OUT/build_base.log" 2>&1 ||
     { echo "base build failed"; tail -20 "$OUT/build_base.log"; exit 1; }
 echo "base build done $(( $(date +%s) - t0 )) s"
-kinds="base new"
-if [ $notma = 1 ]; then
-    { cmake --preset cuda -B build-notma -DCMAKE_CUDA_FLAGS=-DMLA_WS_NO_TMA &&
-      cmake --build build-notma --target mla-bench; } > "$OUT/build_notma.log" 2>&1 ||
-        { echo "notma build failed"; tail -20 "$OUT/build_notma.log"; exit 1; }
-    kinds="base new notma"
-fi
 v=build-cuda/validate/mla-validate
 $v --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data > "$OUT/val_fixtures.log" 2>&1
 echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -4
@@ -51,8 +43,8 @@ k3="12,8,1,1024:12,8,1,4096:12,8,8,16384:12,8,32,4096:12,8,32,16384:12,8,64,1638
 ds="16,4,1,4096:16,4,32,16384:16,4,64,16384"
 for r in $(seq 1 "$rounds"); do
     for lay in pages64 random; do
-        for k in $kinds; do
-            bin=$nb; [ $k = base ] && bin=$bb; [ $k = notma ] && bin=build-notma/hip/mla-bench
+        for k in base new; do
+            bin=$nb; [ $k = base ] && bin=$bb
             $bin --backends fast --no-ceilings --kv-layout $lay --cases "$k3:$ds" \
                 --out "$OUT/b_${k}_${lay}_r$r" > "$OUT/b_${k}_${lay}_r$r.log" 2>&1
             grep -E "^fast" "$OUT/b_${k}_${lay}_r$r.log" | sed "s/^/$k $lay r$r /"
@@ -73,8 +65,7 @@ if [ $ncu_too = 1 ]; then
     ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 --section SourceCounters \
         --page source --csv --print-source sass \
         $nb --only 12,8,32,16384 --no-ceilings --backends fast --out /tmp/ncu_b 2>/dev/null |
-        tee "$OUT/ncu_src.csv" | python3 scripts/ncu_top.py 45 > "$OUT/ncu_top.txt" 2>&1
-    gzip -f "$OUT/ncu_src.csv"
+        python3 scripts/ncu_top.py 45 > "$OUT/ncu_top.txt" 2>&1
     echo "ncu done $(( $(date +%s) - t0 )) s"
 fi
 (cd "$OUT" && tar -czf logs.tar.gz --remove-files $(ls *.log 2>/dev/null) && rm -rf b_*_r*/ 2>/dev/null)

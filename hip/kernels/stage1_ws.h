@@ -181,13 +181,10 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // a tile sit in 8 consecutive pool slots (64-token pages, any run of 8)
 // copies them with 9 tensor-map boxes of 8 rows x 64 columns issued by one
 // lane, which land in the same 128-byte swizzle the cp.async gather writes;
-// other warps gather per token as before. Each (producer warp, K/V stage)
-// has an mbarrier of one arrival, the TMA lane's, with the bytes it expects;
-// a warp waits on its own barrier, where it waits for its cp.async groups,
-// only for tiles it copied with TMA, and the P_FULL barrier then publishes
-// every warp's rows. Warps that gather never arrive: an arrive is a release,
-// which would wait for their copies still in flight (docs/perf-log.md "TMA
-// for runs of contiguous slots").
+// other warps gather per token as before. Each K/V stage has an mbarrier of
+// 4 arrivals (one per producer warp, the TMA warps' with the bytes they
+// expect); the producer threads wait on it where they wait for their own
+// cp.async groups (docs/perf-log.md "TMA for runs of contiguous slots").
 template <int MT, int NPW, bool F8, bool PVG>
 __global__ void __launch_bounds__((NPW + 4) * 32, 1)
     stage1_ws_kernel(Stage1Params p, const __grid_constant__ WsTma tm)
@@ -242,29 +239,17 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
     }
     const int chunks = D >> 3;
     const int ntiles = (n + TN - 1) / TN;
-    constexpr bool TMA_OK = !F8 && !PVG && ROWS == 64; // 96 rows: no registers to spare
+    constexpr bool TMA_OK = !F8 && !PVG;
     const bool use_tma = TMA_OK && tm.on;
     const uint32_t mbar0 = (uint32_t)__cvta_generic_to_shared(base + SM.mbar);
-    // Bit i: the tile in flight in stage i came by TMA (tma_busy), and the
-    // parity of its barrier's next phase (tma_par); per producer warp.
-    uint32_t tma_busy = 0, tma_par = 0;
-    const uint32_t my_mbar = mbar0 + 8 * STG * ((tid >> 5) & 3);
     if (use_tma) {
         if (tid == 0) {
-            for (int i = 0; i < 4 * STG; ++i)
-                mbar_init(mbar0 + 8 * i, 1);
+            for (int i = 0; i < STG; ++i)
+                mbar_init(mbar0 + 8 * i, 4);
             mbar_fence_init();
         }
         __syncthreads(); // the inits before any producer warp arrives
     }
-    auto tma_wait = [&](int t) { // tile t landed, if it came by TMA
-        const int i = t % STG;
-        if (TMA_OK && ((tma_busy >> i) & 1)) {
-            mbar_wait(my_mbar + 8 * i, (tma_par >> i) & 1);
-            tma_par ^= 1u << i;
-            tma_busy &= ~(1u << i);
-        }
-    };
     // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
     // wgmma inside a branch it cannot prove uniform is serialized (C7520).
     const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -294,11 +279,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
         const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
         if (TMA_OK && use_tma) {
             // Lane l holds token 8w + l / 4 of the warp's 8 (w = warp).
-            const uint32_t bar = my_mbar + 8 * (t % STG);
+            const uint32_t bar = mbar0 + 8 * (t % STG);
             const int lane = tid & 31;
             const int64_t s0 = __shfl_sync(0xffffffffu, slot, 0);
             if (__all_sync(0xffffffffu, slot >= 0 && slot == s0 + (lane >> 2) && s0 + 8 <= WS_TMA_ROWS)) {
-                tma_busy |= 1u << (t % STG);
                 if (lane == 0) {
                     mbar_arrive_tx(bar, 8 * D_MAX * 2);
                     const uint32_t dst = st + (uint32_t)(((tid >> 5) & 3) * 8 * 128);
@@ -308,6 +292,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
                 }
                 return;
             }
+            if (lane == 0)
+                mbar_arrive(bar); // this warp's copies: its cp.async group
         }
         const bool ok = slot >= 0;
         const unsigned char *src = (const unsigned char *)(p.kv + (ok ? slot : 0) * p.kv_ss + my_c0 * 8);
@@ -414,7 +400,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
                 }
                 slot_next = slot_of(STG - 1);
                 cp_async_wait_group<STG - 2>(); // Q and tile 0
-                tma_wait(0);
+                if (use_tma && ntiles > 0)
+                    mbar_wait(mbar0, 0);
             }
         } else {
             if constexpr (F8) {
@@ -541,7 +528,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
             // iteration before this one (t + STG in all); tile t + 1 is
             // group t + 2, so STG - 3 may still be in flight.
             cp_async_wait_group<STG - 3>();
-            tma_wait(t + 1);
+            if (use_tma && t + 1 < ntiles)
+                mbar_wait(mbar0 + 8 * ((t + 1) % STG), ((t + 1) / STG) & 1);
             fence_proxy_async(); // wgmma (async proxy) reads P and the tile
             nbar_sync(BAR_P_FULL, NT);
             load_tile(t + STG - 1, slot_next);
