@@ -23,7 +23,6 @@ typedef cudaStream_t hipStream_t;
 typedef cudaEvent_t hipEvent_t;
 typedef struct cudaDeviceProp hipDeviceProp_t;
 #define hipSuccess cudaSuccess
-#define hipErrorInvalidValue cudaErrorInvalidValue
 #define hipGetErrorString cudaGetErrorString
 #define hipGetLastError cudaGetLastError
 #define hipPeekAtLastError cudaPeekAtLastError

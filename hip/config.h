@@ -50,7 +50,6 @@ struct Stage1Smem {
     int lse;   // fp32 per-row natural-log lse
     int qdesc; // two 64-bit wgmma descriptors of Q (warp-specialized)
     int f8;    // fp8 staging tiles (warp-specialized, fp8 pools; else unused)
-    int mbar;  // one 8-byte mbarrier per K/V stage (warp-specialized TMA copies)
     int bytes; // dynamic shared memory to request
 };
 
@@ -132,10 +131,6 @@ static_assert(amd_stage1_smem_plan(AMD_GFX950, 32, 8).bytes <= AMD_GFX950.lds_li
 // (PV), t + 1 (the producer's S) and t + 2 (being decoded); the gather runs
 // two tiles ahead of the decode.
 constexpr int WS_F8_STAGING = 2;
-// Rows of the pool's TMA tensor map (the pool's slot count is not an
-// argument): TMA coordinates are 32-bit, so slots from 2^31 - 8 on take the
-// cp.async gather.
-constexpr long long WS_TMA_ROWS = 0x7fffffffLL;
 constexpr int ws_stages(int rows, bool f8 = false)
 {
     return f8 ? 3 : rows == 64 ? 4 : 3;
@@ -158,8 +153,7 @@ constexpr Stage1Smem stage1_ws_smem_plan(int rows, bool f8 = false)
     m.linv = m.al + rows * 4;
     m.lse = m.linv + rows * 4;
     m.qdesc = m.lse + rows * 4;
-    m.mbar = m.qdesc + 16; // one mbarrier per K/V stage (TMA copies)
-    m.bytes = 1024 + m.mbar + 8 * ws_stages(rows, f8);
+    m.bytes = 1024 + m.qdesc + 16;
     return m;
 }
 static_assert(stage1_ws_smem_plan(64).bytes <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");

@@ -9,7 +9,6 @@
 #include "../device/sync.h"
 #include "../device/mma_sm80.h"
 #include "../device/wgmma_sm90.h"
-#include "../device/tma_sm90.h"
 #include "stage1_common.h"
 
 #ifndef MLA_HIP_MINIMAL
@@ -177,17 +176,8 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // bf16 tiles too, issuing tile t + STG - 1 into the stage tile t - 1 left
 // while their PV wgmma of tile t runs; the producer keeps only S, the
 // softmax and the P stores (its gather was ~15-20% of its tile time).
-// TMA (tm.on; the producer's bf16 gather): a producer warp whose 8 tokens of
-// a tile sit in 8 consecutive pool slots (64-token pages, any run of 8)
-// copies them with 9 tensor-map boxes of 8 rows x 64 columns issued by one
-// lane, which land in the same 128-byte swizzle the cp.async gather writes;
-// other warps gather per token as before. Each K/V stage has an mbarrier of
-// 4 arrivals (one per producer warp, the TMA warps' with the bytes they
-// expect); the producer threads wait on it where they wait for their own
-// cp.async groups (docs/perf-log.md "TMA for runs of contiguous slots").
 template <int MT, int NPW, bool F8, bool PVG>
-__global__ void __launch_bounds__((NPW + 4) * 32, 1)
-    stage1_ws_kernel(Stage1Params p, const __grid_constant__ WsTma tm)
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
     constexpr int NT = (NPW + 4) * 32;
@@ -239,17 +229,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
     }
     const int chunks = D >> 3;
     const int ntiles = (n + TN - 1) / TN;
-    constexpr bool TMA_OK = !F8 && !PVG;
-    const bool use_tma = TMA_OK && tm.on;
-    const uint32_t mbar0 = (uint32_t)__cvta_generic_to_shared(base + SM.mbar);
-    if (use_tma) {
-        if (tid == 0) {
-            for (int i = 0; i < STG; ++i)
-                mbar_init(mbar0 + 8 * i, 4);
-            mbar_fence_init();
-        }
-        __syncthreads(); // the inits before any producer warp arrives
-    }
     // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
     // wgmma inside a branch it cannot prove uniform is serialized (C7520).
     const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -276,27 +255,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
     auto load_tile = [&](int t, int64_t slot) {
         if (t >= ntiles)
             return;
-        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
-        if (TMA_OK && use_tma) {
-            // Lane l holds token 8w + l / 4 of the warp's 8 (w = warp).
-            const uint32_t bar = mbar0 + 8 * (t % STG);
-            const int lane = tid & 31;
-            const int64_t s0 = __shfl_sync(0xffffffffu, slot, 0);
-            if (__all_sync(0xffffffffu, slot >= 0 && slot == s0 + (lane >> 2) && s0 + 8 <= WS_TMA_ROWS)) {
-                if (lane == 0) {
-                    mbar_arrive_tx(bar, 8 * D_MAX * 2);
-                    const uint32_t dst = st + (uint32_t)(((tid >> 5) & 3) * 8 * 128);
-#pragma unroll
-                    for (int j = 0; j < D_MAX / 64; ++j)
-                        tma_load_2d(dst + (uint32_t)(j * TN * 128), &tm.map, 64 * j, (int)s0, bar);
-                }
-                return;
-            }
-            if (lane == 0)
-                mbar_arrive(bar); // this warp's copies: its cp.async group
-        }
         const bool ok = slot >= 0;
         const unsigned char *src = (const unsigned char *)(p.kv + (ok ? slot : 0) * p.kv_ss + my_c0 * 8);
+        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
         const int nb = ok ? 16 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 32; ++j)
@@ -400,8 +361,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
                 }
                 slot_next = slot_of(STG - 1);
                 cp_async_wait_group<STG - 2>(); // Q and tile 0
-                if (use_tma && ntiles > 0)
-                    mbar_wait(mbar0, 0);
             }
         } else {
             if constexpr (F8) {
@@ -528,8 +487,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1)
             // iteration before this one (t + STG in all); tile t + 1 is
             // group t + 2, so STG - 3 may still be in flight.
             cp_async_wait_group<STG - 3>();
-            if (use_tma && t + 1 < ntiles)
-                mbar_wait(mbar0 + 8 * ((t + 1) % STG), ((t + 1) / STG) & 1);
             fence_proxy_async(); // wgmma (async proxy) reads P and the tile
             nbar_sync(BAR_P_FULL, NT);
             load_tile(t + STG - 1, slot_next);
