@@ -65,7 +65,8 @@ if [ $ncu_too = 1 ]; then
     ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 --section SourceCounters \
         --page source --csv --print-source sass \
         $nb --only 12,8,32,16384 --no-ceilings --backends fast --out /tmp/ncu_b 2>/dev/null |
-        python3 scripts/ncu_top.py 45 > "$OUT/ncu_top.txt" 2>&1
+        tee "$OUT/ncu_src.csv" | python3 scripts/ncu_top.py 45 > "$OUT/ncu_top.txt" 2>&1
+    gzip -f "$OUT/ncu_src.csv"
     echo "ncu done $(( $(date +%s) - t0 )) s"
 fi
 (cd "$OUT" && tar -czf logs.tar.gz --remove-files $(ls *.log 2>/dev/null) && rm -rf b_*_r*/ 2>/dev/null)

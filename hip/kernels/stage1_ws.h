@@ -234,34 +234,40 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
     const bool producer = wg_idx == 0;
 
-    // Gather (warpgroup 0): 4 threads per token, one slot lookup per thread
-    // per tile, prefetched a tile ahead; whole-row requests, conflict-free
-    // stores in the swizzled layout.
-    constexpr int TPK = 128 / TN;
-    const int my_tok = (tid & 127) / TPK, my_c0 = tid % TPK;
-    auto slot_of = [&](int t) -> int64_t {
-        const int gt = beg + t * TN + my_tok;
-        return (t < ntiles && gt < end) ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+    // Gather (warpgroup 0): 8 threads per token, tokens my_tok and
+    // my_tok + 16 of a tile, their slots looked up a tile ahead. Thread
+    // (my_tok, my_c) copies chunk my_c of each 128-byte atom j < 9 of both
+    // rows: a warp's request is 4 whole 128-byte lines (with 4 threads per
+    // token it was 8 half lines, docs/perf-log.md "Whole-line gather
+    // requests"); the swizzled destination is one per-thread offset plus
+    // immediates ((my_tok + 16) & 7 == my_tok & 7), the sources a base per
+    // row plus immediates (D == 576 here). Address arithmetic per chunk was
+    // half of warpgroup 0's time (ncu source counters).
+    static_assert(TN == 32 && D_MAX == 576, "gather unrolling");
+    const int my_tok = (tid & 127) >> 3, my_c = tid & 7;
+    struct Slots {
+        int64_t a, b; // tokens my_tok, my_tok + 16; -1: none (zero fill)
     };
-    // Thread (my_tok, my_c0) copies chunks c = my_c0 + 4j, j < 18, of its
-    // row: c / 8 = j / 2 and c % 8 = my_c0 + 4 (j % 2), so the swizzled
-    // destinations are two per-thread offsets plus immediates, and the
-    // sources one base plus immediates (D == 576 here). Address arithmetic
-    // per chunk was half of warpgroup 0's time (ncu source counters).
-    static_assert(TPK == 4 && D_MAX == 576, "gather unrolling");
+    auto slot_of = [&](int t) -> Slots {
+        const int gt = beg + t * TN + my_tok;
+        const bool in = t < ntiles;
+        return {in && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1,
+                in && gt + 16 < end ? p.kv_indices[kv0 + gt + 16] : (int64_t)-1};
+    };
     const uint32_t ks_base = (uint32_t)__cvta_generic_to_shared(Ks);
-    const uint32_t dst_even = (uint32_t)(my_tok * 128 + ((my_c0 ^ (my_tok & 7)) << 4));
-    const uint32_t dst_odd = (uint32_t)(my_tok * 128 + (((my_c0 + 4) ^ (my_tok & 7)) << 4));
-    auto load_tile = [&](int t, int64_t slot) {
+    const uint32_t dst_row = (uint32_t)(my_tok * 128 + ((my_c ^ (my_tok & 7)) << 4));
+    auto load_tile = [&](int t, Slots sl) {
         if (t >= ntiles)
             return;
-        const bool ok = slot >= 0;
-        const unsigned char *src = (const unsigned char *)(p.kv + (ok ? slot : 0) * p.kv_ss + my_c0 * 8);
-        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
-        const int nb = ok ? 16 : 0;
+        const unsigned char *sa = (const unsigned char *)(p.kv + (sl.a >= 0 ? sl.a : 0) * p.kv_ss + my_c * 8);
+        const unsigned char *sb = (const unsigned char *)(p.kv + (sl.b >= 0 ? sl.b : 0) * p.kv_ss + my_c * 8);
+        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2) + dst_row;
+        const int na = sl.a >= 0 ? 16 : 0, nb = sl.b >= 0 ? 16 : 0;
 #pragma unroll
-        for (int j = 0; j < D_MAX / 32; ++j)
-            cp_async16_s(st + (j & 1 ? dst_odd : dst_even) + (uint32_t)((j >> 1) * TN * 128), src + 64 * j, nb);
+        for (int j = 0; j < D_MAX / 64; ++j) {
+            cp_async16_s(st + (uint32_t)(j * TN * 128), sa + 128 * j, na);
+            cp_async16_s(st + (uint32_t)(j * TN * 128 + 16 * 128), sb + 128 * j, nb);
+        }
     };
 
     // fp8 (PV warpgroups, thread v = tid - 128 < 256): token v / 8 of the
@@ -343,7 +349,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
     };
 
-    int64_t slot_next = -1, slot8_next = -1;
+    Slots slot_next = {-1, -1};
+    int64_t slot8_next = -1;
     if (n > 0) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
