@@ -7,13 +7,20 @@
 # compute-sanitizer memcheck / racecheck / synccheck), then time base, change
 # and FlashMLA interleaved in rounds on the K3 and DSV3 TP8 shapes, 64-token
 # pages and random slots; with --ncu, a warp-state profile of the change's
-# stage 1 at K3 bs 32 / 16k. Logs under $OUT.
-#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu]
-help_end=11
-ncu_too=0
+# stage 1 at K3 bs 32 / 16k; with --variant FLAGS, a third build of the
+# change's mla-bench with CMAKE_CUDA_FLAGS=FLAGS (an A/B switch compiled in,
+# e.g. -DMLA_X=1), timed beside the other two. Logs under $OUT.
+#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS]
+help_end=13
+ncu_too=0 variant=""
 args=()
-for a in "$@"; do
-    if [ "$a" = --ncu ]; then ncu_too=1; else args+=("$a"); fi
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --ncu) ncu_too=1 ;;
+        --variant) variant=${2:?--variant needs FLAGS}; shift ;;
+        *) args+=("$1") ;;
+    esac
+    shift
 done
 set -- "${args[@]}"
 . "$(dirname "$0")/pilot_common.sh"
@@ -22,6 +29,13 @@ base=.tools/base-src
 (cd "$base" && cmake --preset cuda && cmake --build --preset cuda --target mla-bench) > "$OUT/build_base.log" 2>&1 ||
     { echo "base build failed"; tail -20 "$OUT/build_base.log"; exit 1; }
 echo "base build done $(( $(date +%s) - t0 )) s"
+kinds="base new"
+if [ -n "$variant" ]; then
+    { cmake --preset cuda -B build-variant "-DCMAKE_CUDA_FLAGS=$variant" &&
+      cmake --build build-variant --target mla-bench; } > "$OUT/build_variant.log" 2>&1 ||
+        { echo "variant build failed"; tail -20 "$OUT/build_variant.log"; exit 1; }
+    kinds="base new variant"
+fi
 v=build-cuda/validate/mla-validate
 $v --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data > "$OUT/val_fixtures.log" 2>&1
 echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -4
@@ -43,8 +57,8 @@ k3="12,8,1,1024:12,8,1,4096:12,8,8,16384:12,8,32,4096:12,8,32,16384:12,8,64,1638
 ds="16,4,1,4096:16,4,32,16384:16,4,64,16384"
 for r in $(seq 1 "$rounds"); do
     for lay in pages64 random; do
-        for k in base new; do
-            bin=$nb; [ $k = base ] && bin=$bb
+        for k in $kinds; do
+            bin=$nb; [ $k = base ] && bin=$bb; [ $k = variant ] && bin=build-variant/hip/mla-bench
             $bin --backends fast --no-ceilings --kv-layout $lay --cases "$k3:$ds" \
                 --out "$OUT/b_${k}_${lay}_r$r" > "$OUT/b_${k}_${lay}_r$r.log" 2>&1
             grep -E "^fast" "$OUT/b_${k}_${lay}_r$r.log" | sed "s/^/$k $lay r$r /"
