@@ -185,18 +185,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
     static_assert(!PVG || (ROWS == 64 && !F8), "PV-warp gather: bf16, 64-row blocks");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
-    // K/V stages: KSTG in the K/V region of the plan; the 64-row bf16
-    // kernel whose producer gathers adds one in Q's first 64 KB (the nope
-    // columns), dead once warpgroup 0 holds them in registers: the gather
-    // then runs four tiles ahead instead of three (docs/perf-log.md "A fifth
-    // stage in Q's nope columns").
-    constexpr int KSTG = ws_stages(ROWS, F8);
-#if defined(MLA_AB_NO_QSTAGE)
-    constexpr bool QSTAGE = false;
-#else
-    constexpr bool QSTAGE = !F8 && !PVG && ROWS == 64;
-#endif
-    constexpr int STG = KSTG + (QSTAGE ? 1 : 0);
+    constexpr int STG = ws_stages(ROWS, F8);
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
     // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
@@ -214,12 +203,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     bf16_t *Qs = (bf16_t *)(base + SM.q);
     bf16_t *Ks = (bf16_t *)(base + SM.kv);
     bf16_t *Ps = (bf16_t *)(base + SM.p); // 1024-byte aligned
-    // Byte offset from base of the stage of tile t (1024-byte aligned).
-    auto stage_off = [&](int t) -> int {
-        const int i = t % STG;
-        return QSTAGE && i == KSTG ? SM.q : SM.kv + i * TN * D_MAX * 2;
-    };
-    static_assert(!QSTAGE || TN * D_MAX * 2 <= 8 * 64 * ROWS * 2, "the Q stage fits the nope columns");
     float *Al = (float *)(base + SM.al);
     float *Linv = (float *)(base + SM.linv);
     float *Lse = (float *)(base + SM.lse);
@@ -271,14 +254,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         return {in && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1,
                 in && gt + 16 < end ? p.kv_indices[kv0 + gt + 16] : (int64_t)-1};
     };
-    const uint32_t base_s = (uint32_t)__cvta_generic_to_shared(base);
+    const uint32_t ks_base = (uint32_t)__cvta_generic_to_shared(Ks);
     const uint32_t dst_row = (uint32_t)(my_tok * 128 + ((my_c ^ (my_tok & 7)) << 4));
     auto load_tile = [&](int t, Slots sl) {
         if (t >= ntiles)
             return;
         const unsigned char *sa = (const unsigned char *)(p.kv + (sl.a >= 0 ? sl.a : 0) * p.kv_ss + my_c * 8);
         const unsigned char *sb = (const unsigned char *)(p.kv + (sl.b >= 0 ? sl.b : 0) * p.kv_ss + my_c * 8);
-        const uint32_t st = base_s + (uint32_t)stage_off(t) + dst_row;
+        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2) + dst_row;
         const int na = sl.a >= 0 ? 16 : 0, nb = sl.b >= 0 ? 16 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j) {
@@ -320,8 +303,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     };
     // PVG: the same thread -> (token, piece) map with 16-byte bf16 chunks:
     // chunk sub8 + 8j of the row is atom j, swizzled chunk sub8.
-    const uint32_t g16_base =
-        (uint32_t)__cvta_generic_to_shared(Ks) + (uint32_t)(tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4));
+    const uint32_t g16_base = ks_base + (uint32_t)(tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4));
     auto load_tile16 = [=](int t, int64_t slot) {
         if (t >= ntiles)
             return;
@@ -461,7 +443,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // for by every thread before the previous P_FULL barrier (or the
             // prologue's __syncthreads).
             const uint64_t kb =
-                wg_desc_sw128((uint32_t)__cvta_generic_to_shared(base + stage_off(t)));
+                wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
             const int valid = n - t * TN < TN ? n - t * TN : TN;
             // The products (and as much of the softmax as registers allow)
             // run before the P tile is free: the PV warps may still be
@@ -548,7 +530,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // that it leaves in coalesced 16-byte rows instead of 2- or 4-byte
     // scattered stores. Pitch + 8: conflict-light fills.
     constexpr int OSP = DV_MAX + 8;
-    static_assert(ROWS * OSP <= KSTG * TN * D_MAX, "partial staging fits the K/V stages");
+    static_assert(ROWS * OSP <= STG * TN * D_MAX, "partial staging fits the K/V stages");
     bf16_t *Os = Ks;
     if (producer) {
         // Warpgroup 0 only joins the copy-out below.
@@ -593,7 +575,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // V columns c0 .. c0 + 255 of the tile: atoms c0 / 64 .., a
             // k16 step is 16 token rows (2048 bytes) further.
             const uint64_t dv = wg_desc_mn_sw128(
-                (uint32_t)__cvta_generic_to_shared((bf16_t *)(base + stage_off(t)) + (c0 / 64) * TN * 64));
+                (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + (c0 / 64) * TN * 64));
             wg_fence();
             wgmma_m64n256k16_tb(acc, dp, dv);
             wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
