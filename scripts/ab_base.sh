@@ -10,13 +10,15 @@
 # stage 1 at K3 bs 32 / 16k; with --variant FLAGS, a third build of the
 # change's mla-bench with CMAKE_CUDA_FLAGS=FLAGS (an A/B switch compiled in,
 # e.g. -DMLA_X=1), timed beside the other two. Logs under $OUT.
-#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS]
-help_end=13
-ncu_too=0 variant=""
+# --bench-only skips the validation and sanitizer runs.
+#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--bench-only]
+help_end=14
+ncu_too=0 variant="" bench_only=0
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --ncu) ncu_too=1 ;;
+        --bench-only) bench_only=1 ;;
         --variant) variant=${2:?--variant needs FLAGS}; shift ;;
         *) args+=("$1") ;;
     esac
@@ -37,6 +39,7 @@ if [ -n "$variant" ]; then
     kinds="base new variant"
 fi
 v=build-cuda/validate/mla-validate
+[ $bench_only = 1 ] || {
 $v --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data > "$OUT/val_fixtures.log" 2>&1
 echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -4
 OPENBLAS_NUM_THREADS=16 $v --catalogue --small --backend gpu --backend gpu:rows96 > "$OUT/val_small.log" 2>&1
@@ -51,6 +54,7 @@ for tool in memcheck racecheck synccheck; do
     echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
 done
 echo "checks done $(( $(date +%s) - t0 )) s"
+}
 nb=build-cuda/hip/mla-bench bb=$base/build-cuda/hip/mla-bench
 fm=.tools/flashmla_bench
 k3="12,8,1,1024:12,8,1,4096:12,8,8,16384:12,8,32,4096:12,8,32,16384:12,8,64,16384"
