@@ -110,8 +110,13 @@ mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_a
 
     Bufs B;
     mla_gpu_args d = *a;
+    // An input's allocation is rounded up to 16 bytes: a buffer ends at its
+    // guard, so an odd size (an empty pool: 1 byte) started it misaligned,
+    // and the tiers declined "kv_buffer is not 16-byte aligned" where a
+    // device allocation is aligned. A read past the end by a row or a 16-byte
+    // chunk still reaches the guard; the outputs keep their exact size.
     auto upload = [&](const void *src, size_t bytes, const char *name) -> void * {
-        void *p = B.add(bytes, 0, name);
+        void *p = B.add(bytes ? (bytes + 15) / 16 * 16 : 16, 0, name);
         if (p && src && bytes)
             memcpy(p, src, bytes);
         if (p)
@@ -150,7 +155,9 @@ mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_a
     }
     if (r.status != 0) {
         mla_error_set(err, "amd emu %s: %s", arch == MLA_AMD_EMU_GFX950 ? "gfx950" : "gfx942", r.msg);
-        return MLA_ERR_RUNTIME;
+        // A decline is the tier's answer, judged as one (DECLINED, or a FAIL
+        // where SPEC section 3 says accept), not a kernel fault.
+        return r.declined ? MLA_ERR_DECLINED : MLA_ERR_RUNTIME;
     }
     memcpy(a->o, d.o, o_b);
     if (a->lse)

@@ -14,6 +14,7 @@ struct mla_emu_tier_run {
     int status;      /* mla_emu::Status of the first fault, 0 */
     char msg[1024];  /* the fault, or why nothing ran */
     char what[256];  /* what ran: kernels, grids, LDS bytes */
+    int declined;    /* nothing ran: mla_gpu_run declined the arguments (msg says why) */
 };
 
 #define MLA_EMU_DECLARE_ARCH(ns)                                                                   \

@@ -161,6 +161,7 @@ const char *emu_declines(const mla_gpu_args *a, int tier)
 void emu_run_tier(mla_emu_tier_run &r)
 {
     r.status = 0;
+    r.declined = 0;
     r.msg[0] = 0;
     r.what[0] = 0;
     g_run = &r;
@@ -183,6 +184,7 @@ void emu_run_tier(mla_emu_tier_run &r)
     const mla_status st = mla_gpu_run(&g, tier, nullptr, ws, bytes, nullptr, &info, &err);
     if (r.status == 0 && st != MLA_OK) {
         r.status = mla_emu::FAULT_CONFIG;
+        r.declined = st == MLA_ERR_DECLINED;
         snprintf(r.msg, sizeof r.msg, "mla_gpu_run: %s", err.msg);
     }
     mla_emu::release(ws);
