@@ -50,10 +50,8 @@ namespace mla_dev {
 // r0 + 8. The four lanes of a quad share a row. The probabilities stay in
 // registers as packed bf16 (pk[h][j]: row r0 + 8h, tokens 8j + 2t, +1) until
 // the P tile is free: the next chain's wgmma reuses the accumulators.
-// FULL: a whole tile (valid == TN) and scale > 0, no key masked: the caller
-// branches once per tile, so full tiles skip the 32 compare-selects, take
-// the max of the raw scores (x scale > 0 keeps the order: the same m) and
-// fold the scale into the exponent's FMA (16 multiplies fewer per thread).
+// FULL: a whole tile (valid == TN), no key masked: the caller branches once
+// per tile, so full tiles skip the 32 compare-selects per thread.
 template <bool FULL = false>
 __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
                                                 float (&m_run)[2], float (&l_run)[2],
@@ -67,19 +65,12 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int tok = 8 * j + 2 * t;
-            if (FULL) {
-                v[2 * j] = acc[4 * j + 2 * h];
-                v[2 * j + 1] = acc[4 * j + 2 * h + 1];
-            } else {
-                v[2 * j] = tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
-                v[2 * j + 1] = tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
-            }
+            v[2 * j] = FULL || tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
+            v[2 * j + 1] = FULL || tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
             tmax = fmaxf(tmax, fmaxf(v[2 * j], v[2 * j + 1]));
         }
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        if (FULL)
-            tmax *= scale;
         const float m_new = fmaxf(m_run[h], tmax);
         // A row whose max is still -inf has seen nothing: keep exp2 away
         // from (-inf) - (-inf).
@@ -88,8 +79,7 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const float p0 = FULL ? exp2f(fmaf(v[2 * j], scale, -m_use)) : exp2f(v[2 * j] - m_use);
-            const float p1 = FULL ? exp2f(fmaf(v[2 * j + 1], scale, -m_use)) : exp2f(v[2 * j + 1] - m_use);
+            const float p0 = exp2f(v[2 * j] - m_use), p1 = exp2f(v[2 * j + 1] - m_use);
             pk[h][j] = pack_bf2(p0, p1);
             sum += p0 + p1;
         }
@@ -258,14 +248,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     struct Slots {
         int64_t a, b; // tokens my_tok, my_tok + 16; -1: none (zero fill)
     };
-    // This thread's first token's slot entry, and how many of the split's
-    // tokens from it on: one add and two compares per lookup (the lookup's
-    // reload of p.kv_indices waited 689 samples in ncu).
-    const int64_t *const my_idx = p.kv_indices + kv0 + beg + my_tok;
-    const int my_n = n - my_tok;
-    auto slot_of = [=](int t) -> Slots {
-        const int o = t * TN;
-        return {o < my_n ? my_idx[o] : (int64_t)-1, o + 16 < my_n ? my_idx[o + 16] : (int64_t)-1};
+    auto slot_of = [&](int t) -> Slots {
+        const int gt = beg + t * TN + my_tok;
+        const bool in = t < ntiles;
+        return {in && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1,
+                in && gt + 16 < end ? p.kv_indices[kv0 + gt + 16] : (int64_t)-1};
     };
     const uint32_t ks_base = (uint32_t)__cvta_generic_to_shared(Ks);
     const uint32_t dst_row = (uint32_t)(my_tok * 128 + ((my_c ^ (my_tok & 7)) << 4));
@@ -480,7 +467,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_s_chain<ROWS>(acc, ((volatile uint64_t *)Qdesc)[0], kb);
             wg_wait<0>();
             if constexpr (!TWO) {
-                if (valid == TN && p.scale_log2 > 0.f)
+                if (valid == TN)
                     ws_softmax_rows<true>(acc, valid, p.scale_log2, mA, lA, pk, al);
                 else
                     ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
