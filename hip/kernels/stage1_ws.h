@@ -559,10 +559,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             const float a0 = Al[r0], a1 = Al[r0 + 8];
             // Once a row's running max settles, alpha is exactly 1 (exp2 of
             // 0) and the rescale is an identity: skipped per warp. Its 128
-            // multiplies per thread shared the issue slots of each SM
-            // sub-partition with the producer warp right after P_FULL, on
-            // the producer's path (docs/perf-log.md "Rescale only when the
-            // max moves"). A NaN alpha is != 1 and still propagates.
+            // multiplies per thread compete for the issue slots of each SM
+            // sub-partition with the producer warp right after P_FULL;
+            // skipping them gained 3-5% on the large shapes together with
+            // the whole-line gather (docs/perf-log.md, steps 18 and 20). A
+            // NaN alpha is != 1 and still propagates.
             if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
 #pragma unroll
                 for (int j = 0; j < 32; ++j) {
