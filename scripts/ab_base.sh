@@ -19,7 +19,10 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --ncu) ncu_too=1 ;;
         --bench-only) bench_only=1 ;;
-        --variant) variant=${2:?--variant needs FLAGS}; shift ;;
+        --variant)
+            [ $# -ge 2 ] || { echo "ab_base.sh: --variant needs FLAGS (see --help)" >&2; exit 2; }
+            variant=$2
+            shift ;;
         *) args+=("$1") ;;
     esac
     shift
@@ -38,23 +41,14 @@ if [ -n "$variant" ]; then
         { echo "variant build failed"; tail -20 "$OUT/build_variant.log"; exit 1; }
     kinds="base new variant"
 fi
-v=build-cuda/validate/mla-validate
-[ $bench_only = 1 ] || {
-$v --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data > "$OUT/val_fixtures.log" 2>&1
-echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -4
-OPENBLAS_NUM_THREADS=16 $v --catalogue --small --backend gpu --backend gpu:rows96 > "$OUT/val_small.log" 2>&1
-echo "catalogue small rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_small.log" | tail -4
-OPENBLAS_NUM_THREADS=16 timeout 240 $v --catalogue --backend gpu k3-splits-wide k3-4k k3-16k dsv3-16k \
-    k3-bs64-4k needle-k3-4k needle-dsv3-16k > "$OUT/val_large.log" 2>&1
-echo "catalogue large rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_large.log" | tail -4
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in memcheck racecheck synccheck; do
-    $cs --tool $tool --error-exitcode 3 $v --catalogue --backend gpu --backend gpu:rows96 k3-edges dsv3-edges \
-        k3-splits ragged > "$OUT/san_$tool.log" 2>&1
-    echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
-done
-echo "checks done $(( $(date +%s) - t0 )) s"
-}
+if [ $bench_only = 0 ]; then
+    pilot_validate fixtures --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data
+    pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96
+    pilot_validate large --catalogue --backend gpu k3-splits-wide k3-4k k3-16k dsv3-16k k3-bs64-4k \
+        needle-k3-4k needle-dsv3-16k
+    pilot_sanitize --catalogue --backend gpu --backend gpu:rows96 k3-edges dsv3-edges k3-splits ragged
+    echo "checks done $(( $(date +%s) - t0 )) s"
+fi
 nb=build-cuda/hip/mla-bench bb=$base/build-cuda/hip/mla-bench
 fm=.tools/flashmla_bench
 k3="12,8,1,1024:12,8,1,4096:12,8,8,16384:12,8,32,4096:12,8,32,16384:12,8,64,16384"

@@ -8,19 +8,12 @@
 help_end=7
 . "$(dirname "$0")/pilot_common.sh"
 build-cuda/hip/test_gpu_fp8; echo "fp8 decode rc $?"
-v=build-cuda/validate/mla-validate
-$v --backend gpu --backend gpu-baseline --backend gpu-fallback --backend gpu:rows96 --backend gpu:mma \
-    fixtures/data/k3-fp8-e4m3fn.h5 fixtures/data/k3-fp8-e4m3fnuz.h5 > "$OUT/val_fixtures.log" 2>&1
-echo "fixtures rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_fixtures.log" | tail -12
-OPENBLAS_NUM_THREADS=16 $v --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback \
-    k3-fp8-e4m3fn-4k dsv3-fp8-e4m3fnuz-16k k3-edges dsv3-edges > "$OUT/val_catalogue.log" 2>&1
-echo "catalogue rc $?"; grep -E "FAIL|ERROR|passed" "$OUT/val_catalogue.log" | tail -12
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in memcheck racecheck synccheck; do
-    $cs --tool $tool --error-exitcode 3 $v --catalogue --backend gpu --backend gpu-baseline \
-        --backend gpu-fallback k3-fp8-e4m3fn k3-fp8-e4m3fnuz > "$OUT/san_$tool.log" 2>&1
-    echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
-done
+pilot_validate fixtures --backend gpu --backend gpu-baseline --backend gpu-fallback --backend gpu:rows96 \
+    --backend gpu:mma fixtures/data/k3-fp8-e4m3fn.h5 fixtures/data/k3-fp8-e4m3fnuz.h5
+pilot_validate catalogue --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback \
+    k3-fp8-e4m3fn-4k dsv3-fp8-e4m3fnuz-16k k3-edges dsv3-edges
+pilot_sanitize --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-fp8-e4m3fn \
+    k3-fp8-e4m3fnuz
 b=build-cuda/hip/mla-bench
 for r in $(seq 1 "$rounds"); do
     for kv in bf16 fp8_e4m3fn; do

@@ -1,8 +1,9 @@
-# Sourced by the one-command device pilots (fp8_pilot.sh, pvg_ab.sh) from the
-# repo root: reads --rounds N (sets rounds, default 2) and --help (prints the
-# caller's header, comment lines 2 .. $help_end), requires $OUT, builds the
-# 'cuda' preset into $OUT/build.log and prints the stage-1 ws kernels'
-# ptxas lines. Sets t0 to the start time.
+# Sourced by the one-command device pilots (fp8_pilot.sh, pvg_ab.sh,
+# ab_base.sh) from the repo root: reads --rounds N (sets rounds, default 2)
+# and --help (prints the caller's header, comment lines 2 .. $help_end),
+# requires $OUT, builds the 'cuda' preset into $OUT/build.log and prints the
+# stage-1 ws kernels' ptxas lines. Sets t0 to the start time, and defines
+# pilot_validate and pilot_sanitize (below) for the pilots' checks.
 set -u
 rounds=2
 if [ "${1:-}" = --rounds ]; then
@@ -11,7 +12,7 @@ if [ "${1:-}" = --rounds ]; then
         ''|*[!0-9]*|0) echo "$(basename "$0"): --rounds needs a positive integer (got '$rounds')" >&2; exit 2 ;;
     esac
 elif [ -n "${1:-}" ] && [ "$1" != -h ] && [ "$1" != --help ]; then
-    echo "$(basename "$0"): unknown argument '$1' (--rounds N or --help)" >&2
+    echo "$(basename "$0"): unknown argument '$1' (see --help)" >&2
     exit 2
 fi
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
@@ -24,3 +25,25 @@ t0=$(date +%s)
 { cmake --preset cuda && cmake --build --preset cuda; } > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"
 grep -E 'Compiling entry|spill|Used' "$OUT/build.log" | sed 's/ptxas info    : //' | paste - - - | sort -u | grep stage1_ws
+
+# pilot_validate NAME ARGS...: build-cuda's mla-validate ARGS (16 BLAS
+# threads, at most 300 s) into $OUT/val_NAME.log; prints its exit status and
+# its FAIL / ERROR / summary lines.
+pilot_validate() {
+    local name=$1
+    shift
+    OPENBLAS_NUM_THREADS=16 timeout 300 build-cuda/validate/mla-validate "$@" > "$OUT/val_$name.log" 2>&1
+    echo "$name rc $?"
+    grep -E "FAIL|ERROR|passed" "$OUT/val_$name.log" | tail -6
+}
+# pilot_sanitize ARGS...: mla-validate ARGS under compute-sanitizer memcheck,
+# racecheck and synccheck (exit 3 on a finding) into $OUT/san_TOOL.log;
+# prints each tool's exit status and summary line.
+pilot_sanitize() {
+    local cs tool
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck racecheck synccheck; do
+        "$cs" --tool $tool --error-exitcode 3 build-cuda/validate/mla-validate "$@" > "$OUT/san_$tool.log" 2>&1
+        echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
+    done
+}

@@ -43,8 +43,10 @@ typedef enum {
     MLA_GPU_FAST_KERNEL_WS = 1,   /* warp-specialized wgmma kernel; declines other shapes */
     MLA_GPU_FAST_KERNEL_MMA = 2,  /* single-role mma.sync / MFMA kernel */
     MLA_GPU_FAST_KERNEL_WS_PVG = 3 /* auto, but the 64-row bf16 ws kernel has its PV warpgroups
-                                      gather the tiles (faster with scattered slots, slower on
-                                      K3 with 64-token pages: docs/perf-log.md) */
+                                      gather the tiles (measured against ws before ws's gather
+                                      read whole lines: faster with scattered slots, slower on
+                                      K3 with 64-token pages; not re-measured since,
+                                      docs/perf-log.md) */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */
