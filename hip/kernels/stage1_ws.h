@@ -185,6 +185,15 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
     static_assert(!PVG || (ROWS == 64 && !F8), "PV-warp gather: bf16, 64-row blocks");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
+    // OVL (64 rows, bf16, the producer gathers): the producer issues the S
+    // chain of tile t + 1 before the softmax of tile t, so the chain runs on
+    // the tensor pipe under the softmax and the P stores instead of after
+    // them (docs/perf-log.md, step 23).
+#ifdef MLA_AB_SERIAL
+    constexpr bool OVL = false;
+#else
+    constexpr bool OVL = ROWS == 64 && !F8 && !PVG;
+#endif
     constexpr int STG = ws_stages(ROWS, F8);
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
@@ -367,7 +376,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     cp_async_commit();
                 }
                 slot_next = slot_of(STG - 1);
-                cp_async_wait_group<STG - 2>(); // Q and tile 0
+                // Q and tile 0; the overlapped loop also tile 1, whose S
+                // chain it issues before the first hand-over.
+                if constexpr (OVL)
+                    cp_async_wait_group<STG - 3>();
+                else
+                    cp_async_wait_group<STG - 2>();
             }
         } else {
             if constexpr (F8) {
@@ -412,8 +426,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // shared memory on those steps (RS-form wgmma; docs/perf-log.md "Q in
     // registers for the 64-row S chain": 6-9% on the producer-bound shapes). setmaxnreg moves registers to warpgroup 0:
     // 184 there, 160 in the PV warpgroups (of 168 x 384 at launch); all 36
-    // steps would need the PV warps below 152, which ptxas refuses.
-    constexpr int QR = TWO ? 0 : 32;
+    // steps would need the PV warps below 152, which ptxas refuses. OVL
+    // keeps 28 steps (448 columns): its second set of 16 S accumulators
+    // does not fit beside 32 (ptxas spilled 164 bytes and serialized the
+    // wgmma, C7512; 200 / 152 spilled more).
+    constexpr int QR = TWO ? 0 : OVL ? 28 : 32;
     constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
@@ -438,12 +455,63 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         const int rB = 32 + 16 * w + (lane >> 2); // chain B rows (kept for w >= 2)
         float mA[2] = {-INFINITY, -INFINITY}, lA[2] = {0.f, 0.f};
         float mB[2] = {-INFINITY, -INFINITY}, lB[2] = {0.f, 0.f};
-        for (int t = 0; t < ntiles; ++t) {
+        auto kdesc = [&](int t) {
+            return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
+        };
+        if constexpr (OVL) {
+            // Iteration t: P_FREE(t - 1) (PV is done with P and tile t - 1's
+            // stage; it also publishes tile t + 1, which every thread waited
+            // for before it), then the chain of tile t + 1 into the other
+            // accumulators, the softmax of tile t from the finished ones,
+            // P(t), P_FULL(t), the gather of tile t + 3 into tile t - 1's
+            // stage, and the wait for chain t + 1. So the tensor pipe runs
+            // PV(t) while the producer gathers and S(t + 1) while it runs
+            // the softmax: one after the other, not both behind the softmax.
+            // The barrier sequence is the serial loop's (P_FULL(t),
+            // P_FREE(t), ...), and tile t + 1 still lands two iterations
+            // after its gather was issued.
+            float acc0[16], acc1[16];
+            if (ntiles > 0) {
+                ws_s_chain_rq<ROWS, QR>(acc0, qf, qda, kdesc(0));
+                wg_wait<0>();
+            }
+            auto step = [&](int t, float (&cur)[16], float (&nxt)[16]) {
+                if (t > 0) {
+                    // Groups: Q, tiles 0 .. STG - 2, then tiles STG - 1 ..
+                    // t + STG - 2 from the iterations before: tile t + 1 is
+                    // complete once at most the newest STG - 3 are pending.
+                    cp_async_wait_group<STG - 3>();
+                    fence_proxy_async(); // wgmma (async proxy) reads the tile
+                    nbar_sync(BAR_P_FREE, NT);
+                }
+                if (t + 1 < ntiles)
+                    ws_s_chain_rq<ROWS, QR>(nxt, qf, qda, kdesc(t + 1));
+                uint32_t pk[2][4];
+                float al[2];
+                const int valid = n - t * TN < TN ? n - t * TN : TN;
+                if (valid == TN)
+                    ws_softmax_rows<true>(cur, valid, p.scale_log2, mA, lA, pk, al);
+                else
+                    ws_softmax_rows(cur, valid, p.scale_log2, mA, lA, pk, al);
+                ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
+                fence_proxy_async(); // wgmma (async proxy) reads P
+                nbar_sync(BAR_P_FULL, NT);
+                load_tile(t + STG - 1, slot_next);
+                cp_async_commit(); // possibly empty: keeps one group per tile
+                slot_next = slot_of(t + STG);
+                wg_wait<0>();
+            };
+            for (int t = 0; t < ntiles; t += 2) {
+                step(t, acc0, acc1);
+                if (t + 1 < ntiles)
+                    step(t + 1, acc1, acc0);
+            }
+        }
+        for (int t = 0; t < (OVL ? 0 : ntiles); ++t) {
             // Tile t landed and is visible to the whole warpgroup: waited
             // for by every thread before the previous P_FULL barrier (or the
             // prologue's __syncthreads).
-            const uint64_t kb =
-                wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
+            const uint64_t kb = kdesc(t);
             const int valid = n - t * TN < TN ? n - t * TN : TN;
             // The products (and as much of the softmax as registers allow)
             // run before the P tile is free: the PV warps may still be
