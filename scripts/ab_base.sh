@@ -10,10 +10,12 @@
 # stage 1 at K3 bs 32 / 16k; with --variant FLAGS, a third build of the
 # change's mla-bench with CMAKE_CUDA_FLAGS=FLAGS (an A/B switch compiled in,
 # e.g. -DMLA_X=1), timed beside the other two. Logs under $OUT.
-# --bench-only skips the validation and sanitizer runs.
-#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--bench-only]
-help_end=14
-ncu_too=0 variant="" bench_only=0
+# --bench-only skips the validation and sanitizer runs. --kernel K times
+# the change with --fast-kernel K (e.g. ws-pvg) and validates and
+# sanitizes its backend (gpu:pvg for ws-pvg) beside gpu.
+#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K] [--bench-only]
+help_end=16
+ncu_too=0 variant="" bench_only=0 kernel=auto
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -22,6 +24,10 @@ while [ $# -gt 0 ]; do
         --variant)
             [ $# -ge 2 ] || { echo "ab_base.sh: --variant needs FLAGS (see --help)" >&2; exit 2; }
             variant=$2
+            shift ;;
+        --kernel)
+            [ $# -ge 2 ] || { echo "ab_base.sh: --kernel needs a name (see --help)" >&2; exit 2; }
+            kernel=$2
             shift ;;
         *) args+=("$1") ;;
     esac
@@ -41,12 +47,19 @@ if [ -n "$variant" ]; then
         { echo "variant build failed"; tail -20 "$OUT/build_variant.log"; exit 1; }
     kinds="base new variant"
 fi
+extra=()
+case $kernel in
+    auto|ws) ;;
+    ws-pvg) extra=(--backend gpu:pvg) ;;
+    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg)" >&2; exit 2 ;;
+esac
 if [ $bench_only = 0 ]; then
     pilot_validate fixtures --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data
-    pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96
-    pilot_validate large --catalogue --backend gpu k3-splits-wide k3-4k k3-16k dsv3-16k k3-bs64-4k \
-        needle-k3-4k needle-dsv3-16k
-    pilot_sanitize --catalogue --backend gpu --backend gpu:rows96 k3-edges dsv3-edges k3-splits ragged
+    pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96 "${extra[@]}"
+    pilot_validate large --catalogue --backend gpu "${extra[@]}" k3-splits-wide k3-4k k3-16k dsv3-16k \
+        k3-bs64-4k needle-k3-4k needle-dsv3-16k
+    pilot_sanitize --catalogue --backend gpu --backend gpu:rows96 "${extra[@]}" k3-edges dsv3-edges k3-splits \
+        ragged
     echo "checks done $(( $(date +%s) - t0 )) s"
 fi
 nb=build-cuda/hip/mla-bench bb=$base/build-cuda/hip/mla-bench
@@ -57,7 +70,8 @@ for r in $(seq 1 "$rounds"); do
     for lay in pages64 random; do
         for k in $kinds; do
             bin=$nb; [ $k = base ] && bin=$bb; [ $k = variant ] && bin=build-variant/hip/mla-bench
-            $bin --backends fast --no-ceilings --kv-layout $lay --cases "$k3:$ds" \
+            fk=auto; [ $k = base ] || fk=$kernel
+            $bin --backends fast --no-ceilings --kv-layout $lay --fast-kernel $fk --cases "$k3:$ds" \
                 --out "$OUT/b_${k}_${lay}_r$r" > "$OUT/b_${k}_${lay}_r$r.log" 2>&1
             grep -E "^fast" "$OUT/b_${k}_${lay}_r$r.log" | sed "s/^/$k $lay r$r /"
         done
@@ -73,10 +87,11 @@ if [ $ncu_too = 1 ]; then
     ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 \
         --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
         --section SourceCounters --page details \
-        $nb --only 12,8,32,16384 --no-ceilings --backends fast --out /tmp/ncu_b > "$OUT/ncu.txt" 2>&1
+        $nb --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel --out /tmp/ncu_b \
+        > "$OUT/ncu.txt" 2>&1
     ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 --section SourceCounters \
         --page source --csv --print-source sass \
-        $nb --only 12,8,32,16384 --no-ceilings --backends fast --out /tmp/ncu_b 2>/dev/null |
+        $nb --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel --out /tmp/ncu_b 2>/dev/null |
         tee "$OUT/ncu_src.csv" | python3 scripts/ncu_top.py 45 > "$OUT/ncu_top.txt" 2>&1
     gzip -f "$OUT/ncu_src.csv"
     echo "ncu done $(( $(date +%s) - t0 )) s"

@@ -185,15 +185,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
     static_assert(!PVG || (ROWS == 64 && !F8), "PV-warp gather: bf16, 64-row blocks");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
-    // OVL (64 rows, bf16, the producer gathers): the producer issues the S
-    // chain of tile t + 1 before the softmax of tile t, so the chain runs on
-    // the tensor pipe under the softmax and the P stores instead of after
-    // them (docs/perf-log.md, step 23).
-#ifdef MLA_AB_SERIAL
-    constexpr bool OVL = false;
-#else
-    constexpr bool OVL = ROWS == 64 && !F8 && !PVG;
-#endif
     constexpr int STG = ws_stages(ROWS, F8);
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
@@ -376,12 +367,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     cp_async_commit();
                 }
                 slot_next = slot_of(STG - 1);
-                // Q and tile 0; the overlapped loop also tile 1, whose S
-                // chain it issues before the first hand-over.
-                if constexpr (OVL)
-                    cp_async_wait_group<STG - 3>();
-                else
-                    cp_async_wait_group<STG - 2>();
+                cp_async_wait_group<STG - 2>(); // Q and tile 0
             }
         } else {
             if constexpr (F8) {
@@ -411,7 +397,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     cp_async_commit();
                 }
                 slot8_next = slot8_of(STG - 1);
-                cp_async_wait_group<STG - 2>(); // Q and tile 0
+                // Q and tiles 0 and 1: the producer issues the chain of
+                // tile 1 before the first hand-over.
+                cp_async_wait_group<STG - 3>();
             } else {
                 cp_async_wait_all();
             }
@@ -426,11 +414,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // shared memory on those steps (RS-form wgmma; docs/perf-log.md "Q in
     // registers for the 64-row S chain": 6-9% on the producer-bound shapes). setmaxnreg moves registers to warpgroup 0:
     // 184 there, 160 in the PV warpgroups (of 168 x 384 at launch); all 36
-    // steps would need the PV warps below 152, which ptxas refuses. OVL
+    // steps would need the PV warps below 152, which ptxas refuses. PVG
     // keeps 28 steps (448 columns): its second set of 16 S accumulators
-    // does not fit beside 32 (ptxas spilled 164 bytes and serialized the
-    // wgmma, C7512; 200 / 152 spilled more).
-    constexpr int QR = TWO ? 0 : OVL ? 28 : 32;
+    // does not fit beside 32 (ptxas spilled and serialized the wgmma,
+    // C7512).
+    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;
     constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
@@ -458,47 +446,37 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         auto kdesc = [&](int t) {
             return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
         };
-        if constexpr (OVL) {
-            // Iteration t: P_FREE(t - 1) (PV is done with P and tile t - 1's
-            // stage; it also publishes tile t + 1, which every thread waited
-            // for before it), then the chain of tile t + 1 into the other
-            // accumulators, the softmax of tile t from the finished ones,
-            // P(t), P_FULL(t), the gather of tile t + 3 into tile t - 1's
-            // stage, and the wait for chain t + 1. So the tensor pipe runs
-            // PV(t) while the producer gathers and S(t + 1) while it runs
-            // the softmax: one after the other, not both behind the softmax.
-            // The barrier sequence is the serial loop's (P_FULL(t),
-            // P_FREE(t), ...), and tile t + 1 still lands two iterations
-            // after its gather was issued.
+        if constexpr (PVG) {
+            // Software-pipelined (docs/perf-log.md, step 24): iteration t
+            // issues the S chain of tile t + 1 into the other accumulators
+            // and, in the same basic block, the softmax of tile t from the
+            // finished ones, so the softmax runs while the warps wait on
+            // wgmma issue slots (a chain of 36 m64n32k16 keeps its warps
+            // issuing for ~3/4 of its time: hip/tests/wgmma_rate.cu); then
+            // P_FREE(t - 1), P(t), P_FULL(t), and the wait for chain t + 1.
+            // The chain of tile t + 1 overlaps PV(t - 1) on the tensor
+            // pipe instead of following the softmax. Tile t + 1 was
+            // published by P_FULL(t - 1) (the PV warps wait for it before
+            // that barrier). A chain past the last tile (t + 1 == ntiles)
+            // reads a stage nobody writes any more and is discarded:
+            // issuing it keeps the loop body one basic block.
             float acc0[16], acc1[16];
             if (ntiles > 0) {
                 ws_s_chain_rq<ROWS, QR>(acc0, qf, qda, kdesc(0));
                 wg_wait<0>();
             }
             auto step = [&](int t, float (&cur)[16], float (&nxt)[16]) {
-                if (t > 0) {
-                    // Groups: Q, tiles 0 .. STG - 2, then tiles STG - 1 ..
-                    // t + STG - 2 from the iterations before: tile t + 1 is
-                    // complete once at most the newest STG - 3 are pending.
-                    cp_async_wait_group<STG - 3>();
-                    fence_proxy_async(); // wgmma (async proxy) reads the tile
-                    nbar_sync(BAR_P_FREE, NT);
-                }
-                if (t + 1 < ntiles)
-                    ws_s_chain_rq<ROWS, QR>(nxt, qf, qda, kdesc(t + 1));
+                ws_s_chain_rq<ROWS, QR>(nxt, qf, qda, kdesc(t + 1));
                 uint32_t pk[2][4];
                 float al[2];
-                const int valid = n - t * TN < TN ? n - t * TN : TN;
-                if (valid == TN)
-                    ws_softmax_rows<true>(cur, valid, p.scale_log2, mA, lA, pk, al);
-                else
-                    ws_softmax_rows(cur, valid, p.scale_log2, mA, lA, pk, al);
+                // The masked form on every tile (branch-free beside the
+                // chain; a full tile's masks all pass).
+                ws_softmax_rows(cur, n - t * TN < TN ? n - t * TN : TN, p.scale_log2, mA, lA, pk, al);
+                if (t > 0)
+                    nbar_sync(BAR_P_FREE, NT);
                 ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
                 fence_proxy_async(); // wgmma (async proxy) reads P
                 nbar_sync(BAR_P_FULL, NT);
-                load_tile(t + STG - 1, slot_next);
-                cp_async_commit(); // possibly empty: keeps one group per tile
-                slot_next = slot_of(t + STG);
                 wg_wait<0>();
             };
             for (int t = 0; t < ntiles; t += 2) {
@@ -507,7 +485,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     step(t + 1, acc1, acc0);
             }
         }
-        for (int t = 0; t < (OVL ? 0 : ntiles); ++t) {
+        for (int t = 0; t < (PVG ? 0 : ntiles); ++t) {
             // Tile t landed and is visible to the whole warpgroup: waited
             // for by every thread before the previous P_FULL barrier (or the
             // prologue's __syncthreads).
@@ -551,7 +529,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_softmax_rows(acc, valid, p.scale_log2, mA, lA, pk, al);
             }
             ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
-            if constexpr (F8 || PVG) { // the PV warpgroups gather
+            if constexpr (F8) { // the PV warpgroups gather
                 fence_proxy_async(); // wgmma (async proxy) reads P
                 nbar_sync(BAR_P_FULL, NT);
                 continue;
@@ -616,11 +594,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             acc[i] = 0.f;
         for (int t = 0; t < ntiles; ++t) {
             if constexpr (PVG) {
-                // Tile t + 1 (read by the producer's S chain right after
-                // P_FULL(t)) has landed: groups Q, tiles 0 .. t + STG - 2
-                // issued, so STG - 3 may still be in flight; the barrier
+                // Tile t + 2 (whose S chain the pipelined producer issues
+                // right after P_FULL(t)) has landed: groups Q, tiles 0 ..
+                // t + STG - 2 issued, tile t + 2 the newest; the barrier
                 // publishes every thread's copies.
-                cp_async_wait_group<STG - 3>();
+                static_assert(STG == 4, "PVG: tile t + 2 is the newest group at P_FULL(t)");
+                cp_async_wait_group<0>();
                 fence_proxy_async();
             }
             nbar_sync(BAR_P_FULL, NT);
