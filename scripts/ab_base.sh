@@ -34,6 +34,12 @@ while [ $# -gt 0 ]; do
     shift
 done
 set -- "${args[@]}"
+extra=()
+case $kernel in
+    auto|ws) ;;
+    ws-pvg) extra=(--backend gpu:pvg) ;;
+    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg)" >&2; exit 2 ;;
+esac
 . "$(dirname "$0")/pilot_common.sh"
 base=.tools/base-src
 [ -f "$base/CMakePresets.json" ] || { echo "ab_base: no base source tree in $base"; exit 2; }
@@ -47,12 +53,6 @@ if [ -n "$variant" ]; then
         { echo "variant build failed"; tail -20 "$OUT/build_variant.log"; exit 1; }
     kinds="base new variant"
 fi
-extra=()
-case $kernel in
-    auto|ws) ;;
-    ws-pvg) extra=(--backend gpu:pvg) ;;
-    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg)" >&2; exit 2 ;;
-esac
 if [ $bench_only = 0 ]; then
     pilot_validate fixtures --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data
     pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96 "${extra[@]}"
