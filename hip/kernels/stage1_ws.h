@@ -52,6 +52,21 @@ namespace mla_dev {
 // the P tile is free: the next chain's wgmma reuses the accumulators.
 // FULL: a whole tile (valid == TN), no key masked: the caller branches once
 // per tile, so full tiles skip the 32 compare-selects per thread.
+#ifdef MLA_AB_FAST_EX2
+// A/B switch (step 24): ex2.approx.ftz, without exp2f's two multiplies that
+// rescale results below 2^-126 (they only matter for weights < 2^-126).
+__device__ __forceinline__ float ws_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+#else
+__device__ __forceinline__ float ws_exp2(float x)
+{
+    return exp2f(x);
+}
+#endif
 template <bool FULL = false>
 __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
                                                 float (&m_run)[2], float (&l_run)[2],
@@ -75,11 +90,11 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
         // A row whose max is still -inf has seen nothing: keep exp2 away
         // from (-inf) - (-inf).
         const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[h] = exp2f(m_run[h] - m_use);
+        alpha[h] = ws_exp2(m_run[h] - m_use);
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const float p0 = exp2f(v[2 * j] - m_use), p1 = exp2f(v[2 * j + 1] - m_use);
+            const float p0 = ws_exp2(v[2 * j] - m_use), p1 = ws_exp2(v[2 * j + 1] - m_use);
             pk[h][j] = pack_bf2(p0, p1);
             sum += p0 + p1;
         }
@@ -185,7 +200,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
     static_assert(!PVG || (ROWS == 64 && !F8), "PV-warp gather: bf16, 64-row blocks");
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
-    constexpr int STG = ws_stages(ROWS, F8);
+    // PVG: a fifth stage in Q's nope atoms 0-4 (see stage_el below).
+    constexpr int STG = PVG ? 5 : ws_stages(ROWS, F8);
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
     // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
@@ -197,6 +213,21 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // used); 96 rows, K-major without swizzle (64-byte rows).
     constexpr Stage1Smem SM = stage1_ws_smem_plan(ROWS, F8);
 
+    // Element offset of tile t's K/V stage from Ks. PVG: the fifth stage
+    // (t % 5 == 4) lies over Q's atoms 0-4 at the start of shared memory
+    // (40 of the 56 KB of nope columns the producer holds in registers,
+    // QR = 28 below; its shared-memory steps read atoms 7 and 8 only). Tile
+    // 4, the first there, is gathered after P_FULL(0), which every producer
+    // thread reaches after its register loads of Q. So the PV warps gather
+    // four tiles ahead and tile t + 2 has two periods to land before the
+    // P_FULL(t) that publishes it (docs/perf-log.md, step 24).
+    auto stage_el = [&](int t) -> int {
+        const int st = t % STG;
+        if constexpr (PVG)
+            return st == 4 ? -(int)(SM.kv - SM.q) / 2 : st * TN * D_MAX;
+        return st * TN * D_MAX;
+    };
+    static_assert(!PVG || TN * D_MAX * 2 <= 7 * ROWS * 128, "PVG: the fifth stage stays below Q's atom 7");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base =
         smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
@@ -309,7 +340,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             return;
         const bool ok = slot >= 0;
         const uint8_t *src = kv8 + (ok ? slot : 0) * kv_ss * 2 + sub8 * 16;
-        const uint32_t st = g16_base + (uint32_t)((t % STG) * TN * D_MAX * 2);
+        const uint32_t st = g16_base + (uint32_t)(stage_el(t) * 2);
         const int nb = ok ? 16 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j)
@@ -444,7 +475,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         float mA[2] = {-INFINITY, -INFINITY}, lA[2] = {0.f, 0.f};
         float mB[2] = {-INFINITY, -INFINITY}, lB[2] = {0.f, 0.f};
         auto kdesc = [&](int t) {
-            return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX));
+            return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + stage_el(t)));
         };
         if constexpr (PVG) {
             // Software-pipelined (docs/perf-log.md, step 24): iteration t
@@ -596,10 +627,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             if constexpr (PVG) {
                 // Tile t + 2 (whose S chain the pipelined producer issues
                 // right after P_FULL(t)) has landed: groups Q, tiles 0 ..
-                // t + STG - 2 issued, tile t + 2 the newest; the barrier
-                // publishes every thread's copies.
-                static_assert(STG == 4, "PVG: tile t + 2 is the newest group at P_FULL(t)");
-                cp_async_wait_group<0>();
+                // t + STG - 2 issued, so the newest STG - 4 may be in
+                // flight; the barrier publishes every thread's copies.
+                cp_async_wait_group<STG - 4>();
                 fence_proxy_async();
             }
             nbar_sync(BAR_P_FULL, NT);
@@ -623,7 +653,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // V columns c0 .. c0 + 255 of the tile: atoms c0 / 64 .., a
             // k16 step is 16 token rows (2048 bytes) further.
             const uint64_t dv = wg_desc_mn_sw128(
-                (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + (c0 / 64) * TN * 64));
+                (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + (c0 / 64) * TN * 64));
             wg_fence();
             wgmma_m64n256k16_tb(acc, dp, dv);
             wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
