@@ -12,10 +12,12 @@
 # e.g. -DMLA_X=1), timed beside the other two. Logs under $OUT.
 # --bench-only skips the validation and sanitizer runs. --kernel K times
 # the change with --fast-kernel K (e.g. ws-pvg) and validates and
-# sanitizes its backend (gpu:pvg for ws-pvg) beside gpu.
-#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K] [--bench-only]
-help_end=16
-ncu_too=0 variant="" bench_only=0 kernel=auto
+# sanitizes its backend (gpu:pvg for ws-pvg) beside gpu; --variant-kernel
+# K times the variant build with --fast-kernel K (default: as the change).
+#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K]
+#       [--variant-kernel K] [--bench-only]
+help_end=18
+ncu_too=0 variant="" bench_only=0 kernel=auto vkernel=
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -25,9 +27,9 @@ while [ $# -gt 0 ]; do
             [ $# -ge 2 ] || { echo "ab_base.sh: --variant needs FLAGS (see --help)" >&2; exit 2; }
             variant=$2
             shift ;;
-        --kernel)
-            [ $# -ge 2 ] || { echo "ab_base.sh: --kernel needs a name (see --help)" >&2; exit 2; }
-            kernel=$2
+        --kernel|--variant-kernel)
+            [ $# -ge 2 ] || { echo "ab_base.sh: $1 needs a name (see --help)" >&2; exit 2; }
+            if [ "$1" = --kernel ]; then kernel=$2; else vkernel=$2; fi
             shift ;;
         *) args+=("$1") ;;
     esac
@@ -70,7 +72,7 @@ for r in $(seq 1 "$rounds"); do
     for lay in pages64 random; do
         for k in $kinds; do
             bin=$nb; [ $k = base ] && bin=$bb; [ $k = variant ] && bin=build-variant/hip/mla-bench
-            fk=auto; [ $k = base ] || fk=$kernel
+            fk=auto; [ $k = base ] || fk=$kernel; [ $k = variant ] && fk=${vkernel:-$kernel}
             $bin --backends fast --no-ceilings --kv-layout $lay --fast-kernel $fk --cases "$k3:$ds" \
                 --out "$OUT/b_${k}_${lay}_r$r" > "$OUT/b_${k}_${lay}_r$r.log" 2>&1
             grep -E "^fast" "$OUT/b_${k}_${lay}_r$r.log" | sed "s/^/$k $lay r$r /"
