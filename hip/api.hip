@@ -172,6 +172,24 @@ static bool kv_is_fp8(const mla_gpu_args *a)
 {
     return a->kv_dtype == MLA_KV_FP8_E4M3FN || a->kv_dtype == MLA_KV_FP8_E4M3FNUZ;
 }
+// The 64-row bf16 ws kernel with the PV warpgroups gathering and the
+// producer software-pipelined (stage1_ws.h, PVG): forced by fast_kernel
+// ws-pvg; under auto where it measured faster than plain ws, the shapes
+// whose head rows take two or more 64-row blocks with splits of 2048 tokens
+// or more on average (K3 bs 8 / 16k, bs 32 / 4k: 3-4%; bs 32 and 64 / 16k:
+// 8%). It measured 1-5% slower on the 64-row DSV3 shapes and at bs 1
+// (docs/perf-log.md, step 24).
+static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int num_splits)
+{
+    const mla_shape *s = &a->shape;
+    if (kv_is_fp8(a) || fast_rows(s, o) != 64)
+        return false;
+    if (o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG)
+        return true;
+    if (o.fast_kernel != MLA_GPU_FAST_KERNEL_AUTO || s->num_heads * s->q_len <= 64)
+        return false;
+    return (long long)a->num_kv_indices >= 2048LL * s->num_seqs * num_splits;
+}
 
 // Shape-level reasons the split tiers decline (mla_can_handle plus the
 // limits of the tensor-core tiles and of the chosen variant).
@@ -595,7 +613,7 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.info = r;
     la.cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads, MLA_GPU_FAST_TARGET_CTAS);
     la.ws = fast && fast_uses_ws(s, o, kv_is_fp8(a));
-    la.pvg = la.ws && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG;
+    la.pvg = la.ws && fast_uses_pvg(a, o, r.num_splits);
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
     la.stream = (hipStream_t)stream;

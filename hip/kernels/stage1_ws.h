@@ -291,7 +291,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             return;
         const unsigned char *sa = (const unsigned char *)(p.kv + (sl.a >= 0 ? sl.a : 0) * p.kv_ss + my_c * 8);
         const unsigned char *sb = (const unsigned char *)(p.kv + (sl.b >= 0 ? sl.b : 0) * p.kv_ss + my_c * 8);
-        const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_row;
+        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2) + dst_row;
         const int na = sl.a >= 0 ? 16 : 0, nb = sl.b >= 0 ? 16 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j) {
@@ -330,6 +330,20 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j)
             cp_async_s<8>(st + 64 * j, src + 64 * j, nb);
+    };
+    // PVG: the same thread -> (token, piece) map with 16-byte bf16 chunks:
+    // chunk sub8 + 8j of the row is atom j, swizzled chunk sub8.
+    const uint32_t g16_base = ks_base + (uint32_t)(tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4));
+    auto load_tile16 = [=](int t, int64_t slot) {
+        if (t >= ntiles)
+            return;
+        const bool ok = slot >= 0;
+        const uint8_t *src = kv8 + (ok ? slot : 0) * kv_ss * 2 + sub8 * 16;
+        const uint32_t st = g16_base + (uint32_t)(stage_el(t) * 2);
+        const int nb = ok ? 16 : 0;
+#pragma unroll
+        for (int j = 0; j < D_MAX / 64; ++j)
+            cp_async16_s(st + (uint32_t)(j * TN * 128), src + 128 * j, nb);
     };
     auto decode_tile8 = [=](int t) {
         if (t >= ntiles)
@@ -406,23 +420,16 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 load_tile8(3, s3);
                 cp_async_commit();
             } else if constexpr (PVG) {
-                // PV warpgroup 1 + q gathers the tiles of parity q, with the
-                // producer's whole-line map (load_tile, 128 threads a tile):
-                // tiles q and q + 2 here, then tile t + 4 in iteration t of
-                // its parity. So each thread's newest copies are those it
-                // publishes next, and its fence before that barrier waits
-                // for nothing newer (a fence.proxy.async waits for all of
-                // the thread's copies in flight: with both warpgroups
-                // gathering every tile, tile t + 3's copies sat on P_FULL(t)).
-                const int q = wg_idx - 1;
-                load_tile(q, slot_of(q));
-                cp_async_commit();
-                load_tile(q + 2, slot_of(q + 2));
-                cp_async_commit();
-                slot_next = slot_of(q + 4);
-                // Q and tile q (0 and 1: the producer issues the chain of
-                // tile 1 before the first hand-over).
-                cp_async_wait_group<1>();
+                // Tiles 0 .. STG - 2, one group each (as the producer
+                // issues them in the other kernels).
+                for (int t = 0; t < STG - 1; ++t) {
+                    load_tile16(t, slot8_of(t));
+                    cp_async_commit();
+                }
+                slot8_next = slot8_of(STG - 1);
+                // Q and tiles 0 and 1: the producer issues the chain of
+                // tile 1 before the first hand-over.
+                cp_async_wait_group<STG - 3>();
             } else {
                 cp_async_wait_all();
             }
@@ -616,14 +623,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         for (int i = 0; i < 128; ++i)
             acc[i] = 0.f;
         for (int t = 0; t < ntiles; ++t) {
-            // PVG: this warpgroup gathers tile t + 2 if t has its parity.
-            const bool mine = PVG && (t & 1) == wg_idx - 1;
-            if (mine) {
+            if constexpr (PVG) {
                 // Tile t + 2 (whose S chain the pipelined producer issues
-                // right after P_FULL(t)) has landed: it is this thread's
-                // newest group (issued in iteration t - 2 or the prologue);
-                // the barrier publishes every thread's copies.
-                cp_async_wait_group<0>();
+                // right after P_FULL(t)) has landed: groups Q, tiles 0 ..
+                // t + STG - 2 issued, so the newest STG - 4 may be in
+                // flight; the barrier publishes every thread's copies.
+                cp_async_wait_group<STG - 4>();
                 fence_proxy_async();
             }
             nbar_sync(BAR_P_FULL, NT);
@@ -652,14 +657,13 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             wgmma_m64n256k16_tb(acc, dp, dv);
             wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
             wg_commit();
-            if (mine) {
-                // While PV(t) runs: tile t + 4 into tile t - 1's stage
+            if constexpr (PVG) {
+                // While PV(t) runs: tile t + STG - 1 into tile t - 1's stage
                 // (every PV(t - 1) ended before P_FREE(t - 1), the producer's
-                // S(t - 1) before P_FULL(t - 1)).
-                static_assert(!PVG || STG == 5, "PVG: tile t + 4 takes tile t - 1's stage");
-                load_tile(t + 4, slot_next);
+                // S(t - 1) before P_FULL(t - 1)); possibly an empty group.
+                load_tile16(t + STG - 1, slot8_next);
                 cp_async_commit();
-                slot_next = slot_of(t + 6);
+                slot8_next = slot8_of(t + STG);
             }
             if constexpr (F8) {
                 // While PV(t) runs: tile t + 2 into its stage (tile t - 1's:
