@@ -85,6 +85,16 @@ target_link_libraries(test_gpu_fp8 PRIVATE mla_common CUDA::cudart_static)
 add_test(NAME hip.fp8_decode COMMAND test_gpu_fp8)
 set_tests_properties(hip.fp8_decode PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 
+# How fast the stage-1 producer's S chain runs on the tensor pipe: a
+# measurement tool for docs/perf-log.md (step 23), not a check; built so that
+# it keeps compiling.
+add_executable(wgmma_rate ${CMAKE_CURRENT_LIST_DIR}/tests/wgmma_rate.cu)
+set_target_properties(wgmma_rate PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17
+                      CUDA_RUNTIME_LIBRARY Static)
+target_compile_options(wgmma_rate PRIVATE ${_mla_gencode})
+target_include_directories(wgmma_rate PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${MLA_INCLUDE_DIR})
+target_link_libraries(wgmma_rate PRIVATE CUDA::cudart_static)
+
 # Every tier on every catalogue case, the kept variants and compute-sanitizer
 # run through mla-validate (validate/CMakeLists.txt): one evaluation loop.
 

@@ -9,10 +9,12 @@
 // warpgroup spends issuing a chain (up to its commit) before it waits. A measurement
 // tool, not a check (docs/perf-log.md, step 23): operand values do not
 // matter, so shared memory holds a fixed small pattern.
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -std=c++17 -I hip wgmma_rate.cu
+// Built by the cuda preset as build-cuda/hip/wgmma_rate; run it on the
+// device (one H200 call of a few seconds).
 #include "device/wgmma_sm90.h"
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 using namespace mla_dev;
 
@@ -184,8 +186,9 @@ static void run(const char *name, int sms, long long *d_cyc, float *d_sink)
 int main(int argc, char **argv)
 {
     if (argc > 1) {
+        // --help, or anything else: it takes no arguments.
         printf("usage: wgmma_rate\n  times the S chain shapes on every SM (see the header comment)\n");
-        return 0;
+        return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
     }
     setvbuf(stdout, nullptr, _IOLBF, 0);
     int sms = 0;
