@@ -549,6 +549,7 @@ extern "C" mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier,
     mla_gpu_run_info r;
     r.tier = tier;
     r.num_splits = r.min_split = r.rows_per_cta = 0;
+    r.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
     if (tier == MLA_GPU_TIER_GENERIC) {
         if (s->num_q_tokens > 0x7fffffffLL || s->num_heads > 65535) {
             gpu_error(err, "generic tier: %lld tokens x %d heads exceeds the grid",
@@ -570,6 +571,9 @@ extern "C" mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier,
                                             o.fast_split_rule == MLA_GPU_SPLIT_RULE_ADAPTIVE,
                                             a->num_kv_indices, s->num_seqs, r.num_splits,
                                             s->q_len, cw);
+        r.fast_kernel = !fast_uses_ws(s, o, kv_is_fp8(a))        ? MLA_GPU_FAST_KERNEL_MMA
+                        : fast_uses_pvg(a, o, r.num_splits) ? MLA_GPU_FAST_KERNEL_WS_PVG
+                                                            : MLA_GPU_FAST_KERNEL_WS;
     } else {
         r.num_splits = mla_sp_perhead_num_splits(s->num_seqs, a->num_kv_indices);
         r.rows_per_cta = kTarget == MLA_SP_NVIDIA ? 16 : 32;
@@ -612,8 +616,8 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.g = a;
     la.info = r;
     la.cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads, MLA_GPU_FAST_TARGET_CTAS);
-    la.ws = fast && fast_uses_ws(s, o, kv_is_fp8(a));
-    la.pvg = la.ws && fast_uses_pvg(a, o, r.num_splits);
+    la.ws = fast && r.fast_kernel != MLA_GPU_FAST_KERNEL_MMA;
+    la.pvg = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG;
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
     la.stream = (hipStream_t)stream;

@@ -576,15 +576,19 @@ int main(int argc, char **argv)
                 continue;
             mla_gpu_run_info info;
             mla_error perr;
-            if (mla_gpu_plan(&sets[0].a, t.second, &g_opts, &info, &perr) != MLA_OK)
+            if (mla_gpu_plan(&sets[0].a, t.second, &g_opts, &info, &perr) != MLA_OK) {
                 info.num_splits = info.min_split = -1;
+                info.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
+            }
             Record r{t.first, c, us, roof, spec_roof, kv_bytes / (us * 1e-6) * 1e-9,
                      flops / (us * 1e-6) * 1e-12, spec_ref(c.heads, c.bs, c.prefix), info.num_splits,
                      info.min_split};
             recs.push_back(r);
-            printf("%-8s H %2d L %d bs %2d prefix %6d: %9.1f us  %7.1f GB/s  %6.1f TFLOP/s  %5.1f%% of roofline %.1f us (R %d, splits %d)\n",
+            // The stage-1 kernel the fast tier ran (auto picks per shape).
+            printf("%-8s H %2d L %d bs %2d prefix %6d: %9.1f us  %7.1f GB/s  %6.1f TFLOP/s  %5.1f%% of roofline %.1f us (R %d, splits %d%s%s)\n",
                    t.first.c_str(), c.heads, c.q_len, c.bs, c.prefix, us, r.gbps, r.tflops,
-                   100.0 * roof / us, roof, R, r.splits);
+                   100.0 * roof / us, roof, R, r.splits, t.second == MLA_GPU_TIER_FAST ? ", " : "",
+                   t.second == MLA_GPU_TIER_FAST ? mla_gpu_fast_kernel_name(info.fast_kernel) : "");
             fflush(stdout);
         }
         CK(cudaFree(ws));

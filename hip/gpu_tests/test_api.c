@@ -85,17 +85,57 @@ int main(void)
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &bad, &info, &err) == MLA_ERR_INVALID, "plan bad opts");
     CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &bad) == 0, "workspace bad opts");
 
-    /* K3 bs 32 / 4k: two 64-row blocks, 132 / 64 = 2 splits. */
+    /* K3 bs 32 / 4k: two 64-row blocks, 132 / 64 = 2 splits of 2048
+     * tokens, so auto runs the pipelined ws-pvg kernel (docs/perf-log.md,
+     * step 24). */
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_AUTO, NULL, &info, &err) == MLA_OK, "%s", err.msg);
-    CHECK(info.tier == MLA_GPU_TIER_FAST && info.num_splits == 2 && info.rows_per_cta == 64,
-          "auto: tier %d splits %d rows %d", info.tier, info.num_splits, info.rows_per_cta);
+    CHECK(info.tier == MLA_GPU_TIER_FAST && info.num_splits == 2 && info.rows_per_cta == 64 &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG,
+          "auto: tier %d splits %d rows %d kernel %d", info.tier, info.num_splits, info.rows_per_cta,
+          (int)info.fast_kernel);
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
+          "forced ws: kernel %d", (int)info.fast_kernel);
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_MMA;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_MMA,
+          "forced mma: kernel %d", (int)info.fast_kernel);
+    o = mla_gpu_options_default();
     o.fast_rows = 96;
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK, "%s", err.msg);
-    CHECK(info.num_splits == 4 && info.rows_per_cta == 96, "rows96: splits %d rows %d",
-          info.num_splits, info.rows_per_cta);
+    CHECK(info.num_splits == 4 && info.rows_per_cta == 96 && info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
+          "rows96: splits %d rows %d kernel %d", info.num_splits, info.rows_per_cta, (int)info.fast_kernel);
     CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &o) >
               mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, NULL),
           "96-row CTAs take more splits, so more workspace");
+    o = mla_gpu_options_default();
+    /* Auto keeps plain ws for splits averaging under 2048 tokens (K3 bs 32
+     * / 1k, bs 1 / 4k) and for one 64-row block (DSV3: 16 heads x 4
+     * drafts); ws-pvg forces the pipelined kernel there. */
+    a = k3_args(32, 1024);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
+          "K3 bs 32 / 1k: kernel %d", (int)info.fast_kernel);
+    a = k3_args(1, 4096);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
+          "K3 bs 1 / 4k: kernel %d", (int)info.fast_kernel);
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PVG;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG,
+          "forced ws-pvg: kernel %d", (int)info.fast_kernel);
+    o = mla_gpu_options_default();
+    a = k3_args(32, 16384);
+    a.shape.num_heads = 16;
+    a.shape.q_len = 4;
+    a.shape.num_q_tokens = 32 * 4;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK &&
+              info.rows_per_cta == 64 && info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
+          "DSV3 bs 32 / 16k: rows %d kernel %d", info.rows_per_cta, (int)info.fast_kernel);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_PERHEAD, NULL, &info, &err) == MLA_OK &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_AUTO,
+          "perhead: kernel %d", (int)info.fast_kernel);
     o = mla_gpu_options_default();
 
     /* The per-head tier runs 4 splits below an average prefix of 4096 (not

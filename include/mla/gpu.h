@@ -125,13 +125,15 @@ const char *mla_gpu_declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla
 
 /* What a call runs (or ran): the tier after the AUTO chain, the prefix
  * splits of its stage-1 grid (0 for GENERIC, which has no splits), the
- * fast tier's smallest split in tokens (0 otherwise) and the query rows
- * per stage-1 CTA. */
+ * fast tier's smallest split in tokens (0 otherwise), the query rows per
+ * stage-1 CTA, and the fast tier's stage-1 kernel (WS, WS_PVG or MMA, never
+ * AUTO; AUTO for the other tiers). */
 typedef struct {
     mla_gpu_tier tier;
     int num_splits;
     int min_split;
     int rows_per_cta;
+    mla_gpu_fast_kernel fast_kernel;
 } mla_gpu_run_info;
 
 /* The plan of `tier` (AUTO: the tier the chain picks) for these arguments,
