@@ -495,24 +495,30 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_s_chain_rq<ROWS, QR>(acc0, qf, qda, kdesc(0));
                 wg_wait<0>();
             }
-            auto step = [&](int t, float (&cur)[16], float (&nxt)[16]) {
+            // first: tile 0, no P_FREE before its P (a compile-time flag:
+            // with `if (t > 0)` ptxas predicated that barrier and moved half
+            // of the softmax of every even tile after it, out of the chain's
+            // issue stalls and onto the hand-over; docs/perf-log.md, step 25).
+            auto step = [&](int t, float (&cur)[16], float (&nxt)[16], bool first) {
                 ws_s_chain_rq<ROWS, QR>(nxt, qf, qda, kdesc(t + 1));
                 uint32_t pk[2][4];
                 float al[2];
                 // The masked form on every tile (branch-free beside the
                 // chain; a full tile's masks all pass).
                 ws_softmax_rows(cur, n - t * TN < TN ? n - t * TN : TN, p.scale_log2, mA, lA, pk, al);
-                if (t > 0)
+                if (!first)
                     nbar_sync(BAR_P_FREE, NT);
                 ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
                 fence_proxy_async(); // wgmma (async proxy) reads P
                 nbar_sync(BAR_P_FULL, NT);
                 wg_wait<0>();
             };
-            for (int t = 0; t < ntiles; t += 2) {
-                step(t, acc0, acc1);
+            if (ntiles > 0)
+                step(0, acc0, acc1, true);
+            for (int t = 1; t < ntiles; t += 2) {
+                step(t, acc1, acc0, false);
                 if (t + 1 < ntiles)
-                    step(t + 1, acc1, acc0);
+                    step(t + 1, acc0, acc1, false);
             }
         }
         for (int t = 0; t < (PVG ? 0 : ntiles); ++t) {
