@@ -480,9 +480,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // Software-pipelined (docs/perf-log.md, step 24): iteration t
             // issues the S chain of tile t + 1 into the other accumulators
             // and, in the same basic block, the softmax of tile t from the
-            // finished ones, so the softmax runs while the warps wait on
+            // finished ones, so the softmax can run while the warps wait on
             // wgmma issue slots (a chain of 36 m64n32k16 keeps its warps
-            // issuing for ~3/4 of its time: hip/tests/wgmma_rate.cu); then
+            // issuing for ~3/4 of its time: hip/tests/wgmma_rate.cu; where
+            // ptxas puts it differs between the two steps of the unrolled
+            // pair: scripts/sass_seq.sh, docs/perf-log.md step 25); then
             // P_FREE(t - 1), P(t), P_FULL(t), and the wait for chain t + 1.
             // The chain of tile t + 1 overlaps PV(t - 1) on the tensor
             // pipe instead of following the softmax. Tile t + 1 was
@@ -495,30 +497,24 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 ws_s_chain_rq<ROWS, QR>(acc0, qf, qda, kdesc(0));
                 wg_wait<0>();
             }
-            // first: tile 0, no P_FREE before its P (a compile-time flag:
-            // with `if (t > 0)` ptxas predicated that barrier and moved half
-            // of the softmax of every even tile after it, out of the chain's
-            // issue stalls and onto the hand-over; docs/perf-log.md, step 25).
-            auto step = [&](int t, float (&cur)[16], float (&nxt)[16], bool first) {
+            auto step = [&](int t, float (&cur)[16], float (&nxt)[16]) {
                 ws_s_chain_rq<ROWS, QR>(nxt, qf, qda, kdesc(t + 1));
                 uint32_t pk[2][4];
                 float al[2];
                 // The masked form on every tile (branch-free beside the
                 // chain; a full tile's masks all pass).
                 ws_softmax_rows(cur, n - t * TN < TN ? n - t * TN : TN, p.scale_log2, mA, lA, pk, al);
-                if (!first)
+                if (t > 0)
                     nbar_sync(BAR_P_FREE, NT);
                 ws_store_rows<PVWG>(rA, pk, al, Ps, Al);
                 fence_proxy_async(); // wgmma (async proxy) reads P
                 nbar_sync(BAR_P_FULL, NT);
                 wg_wait<0>();
             };
-            if (ntiles > 0)
-                step(0, acc0, acc1, true);
-            for (int t = 1; t < ntiles; t += 2) {
-                step(t, acc1, acc0, false);
+            for (int t = 0; t < ntiles; t += 2) {
+                step(t, acc0, acc1);
                 if (t + 1 < ntiles)
-                    step(t + 1, acc0, acc1, false);
+                    step(t + 1, acc1, acc0);
             }
         }
         for (int t = 0; t < (PVG ? 0 : ntiles); ++t) {
