@@ -205,9 +205,10 @@ int main(int argc, char **argv)
     run<64, 0, false>("n64 SS alone", sms, d_cyc, d_sink);
     run<64, 24, false>("n64 RS(24) alone", sms, d_cyc, d_sink);
     run<32, 0, true>("n32 SS beside PV", sms, d_cyc, d_sink);
-    run<32, 32, true>("n32 RS(32) beside PV", sms, d_cyc, d_sink);
-    run<64, 0, true>("n64 SS beside PV", sms, d_cyc, d_sink);
-    run<64, 24, true>("n64 RS(24) beside PV", sms, d_cyc, d_sink);
+    // The register-A chains beside PV are left out: the first of them (n32,
+    // 32 register steps) stopped with "an illegal instruction was
+    // encountered" on the H200 (2026-12-01), not diagnosed; the n64 shared
+    // one never ran after it.
     CHECK(cudaFree(d_cyc));
     CHECK(cudaFree(d_sink));
     return 0;
