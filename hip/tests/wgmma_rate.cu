@@ -207,8 +207,7 @@ int main(int argc, char **argv)
     run<32, 0, true>("n32 SS beside PV", sms, d_cyc, d_sink);
     // The register-A chains beside PV are left out: the first of them (n32,
     // 32 register steps) stopped with "an illegal instruction was
-    // encountered" on the H200 (2026-12-01), not diagnosed. The case below
-    // came after it in that run and has not run yet.
+    // encountered" on the H200 (2026-12-01), not diagnosed.
     run<64, 0, true>("n64 SS beside PV", sms, d_cyc, d_sink);
     CHECK(cudaFree(d_cyc));
     CHECK(cudaFree(d_sink));
