@@ -54,6 +54,21 @@ static mla_gpu_args k3_args(int bs, long long P)
     return a;
 }
 
+/* The stage-1 kernel mla_gpu_plan reports for `a` under `fast_kernel`
+ * (AUTO: the default options) on `tier`, against `want`. */
+static void expect_kernel(const mla_gpu_args *a, mla_gpu_tier tier, mla_gpu_fast_kernel fast_kernel,
+                          mla_gpu_fast_kernel want, const char *what)
+{
+    mla_gpu_options o = mla_gpu_options_default();
+    o.fast_kernel = fast_kernel;
+    mla_gpu_run_info info;
+    mla_error err;
+    memset(&err, 0, sizeof err);
+    const mla_status st = mla_gpu_plan(a, tier, &o, &info, &err);
+    CHECK(st == MLA_OK && info.fast_kernel == want, "%s: status %d kernel %d (want %d) %s", what, (int)st,
+          st == MLA_OK ? (int)info.fast_kernel : -1, (int)want, err.msg);
+}
+
 int main(void)
 {
     mla_error err;
@@ -93,14 +108,8 @@ int main(void)
               info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG,
           "auto: tier %d splits %d rows %d kernel %d", info.tier, info.num_splits, info.rows_per_cta,
           (int)info.fast_kernel);
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
-          "forced ws: kernel %d", (int)info.fast_kernel);
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_MMA;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_MMA,
-          "forced mma: kernel %d", (int)info.fast_kernel);
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS, MLA_GPU_FAST_KERNEL_WS, "forced ws");
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_MMA, MLA_GPU_FAST_KERNEL_MMA, "forced mma");
     o = mla_gpu_options_default();
     o.fast_rows = 96;
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK, "%s", err.msg);
@@ -111,32 +120,22 @@ int main(void)
           "96-row CTAs take more splits, so more workspace");
     o = mla_gpu_options_default();
     /* Auto keeps plain ws for splits averaging under 2048 tokens (K3 bs 32
-     * / 1k, bs 1 / 4k) and for one 64-row block (DSV3: 16 heads x 4
-     * drafts); ws-pvg forces the pipelined kernel there. */
-    a = k3_args(32, 1024);
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
-          "K3 bs 32 / 1k: kernel %d", (int)info.fast_kernel);
+     * / 2k: two splits of 1024; bs 1 / 4k) and for one 64-row block (DSV3:
+     * 16 heads x 4 drafts); ws-pvg forces the pipelined kernel there. */
+    a = k3_args(32, 2048);
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "K3 bs 32 / 2k");
     a = k3_args(1, 4096);
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
-          "K3 bs 1 / 4k: kernel %d", (int)info.fast_kernel);
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PVG;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG,
-          "forced ws-pvg: kernel %d", (int)info.fast_kernel);
-    o = mla_gpu_options_default();
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "K3 bs 1 / 4k");
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PVG, MLA_GPU_FAST_KERNEL_WS_PVG,
+                  "K3 bs 1 / 4k, forced ws-pvg");
     a = k3_args(32, 16384);
     a.shape.num_heads = 16;
     a.shape.q_len = 4;
     a.shape.num_q_tokens = 32 * 4;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK &&
-              info.rows_per_cta == 64 && info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
-          "DSV3 bs 32 / 16k: rows %d kernel %d", info.rows_per_cta, (int)info.fast_kernel);
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_PERHEAD, NULL, &info, &err) == MLA_OK &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_AUTO,
-          "perhead: kernel %d", (int)info.fast_kernel);
-    o = mla_gpu_options_default();
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "DSV3 bs 32 / 16k");
+    expect_kernel(&a, MLA_GPU_TIER_PERHEAD, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_AUTO, "per-head tier");
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.rows_per_cta == 64,
+          "DSV3 bs 32 / 16k: one 64-row block, rows %d", info.rows_per_cta);
 
     /* The per-head tier runs 4 splits below an average prefix of 4096 (not
      * the upstream plan's count), the generic tier none. */
