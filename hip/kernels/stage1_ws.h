@@ -45,13 +45,6 @@ namespace mla_dev {
 // ---------------------------------------------------------------------------
 
 
-// Online softmax (base 2) of two rows held as a wgmma m64n32 accumulator
-// quarter: acc[4j + 0/1] is row r0, tokens 8j + 2t (+1); acc[4j + 2/3] row
-// r0 + 8. The four lanes of a quad share a row. The probabilities stay in
-// registers as packed bf16 (pk[h][j]: row r0 + 8h, tokens 8j + 2t, +1) until
-// the P tile is free: the next chain's wgmma reuses the accumulators.
-// FULL: a whole tile (valid == TN), no key masked: the caller branches once
-// per tile, so full tiles skip the 32 compare-selects per thread.
 // exp2 of the softmax: ex2.approx.ftz, without exp2f's two multiplies that
 // rescale results below 2^-126 (weights that small vanish beside the row's
 // largest, 1, in l and in bf16 P anyway). On the producer's path: 8% of K3
@@ -66,6 +59,13 @@ __device__ __forceinline__ float ws_exp2(float x)
     return y;
 #endif
 }
+// Online softmax (base 2) of two rows held as a wgmma m64n32 accumulator
+// quarter: acc[4j + 0/1] is row r0, tokens 8j + 2t (+1); acc[4j + 2/3] row
+// r0 + 8. The four lanes of a quad share a row. The probabilities stay in
+// registers as packed bf16 (pk[h][j]: row r0 + 8h, tokens 8j + 2t, +1) until
+// the P tile is free: the next chain's wgmma reuses the accumulators.
+// FULL: a whole tile (valid == TN), no key masked: the caller branches once
+// per tile, so full tiles skip the 32 compare-selects per thread.
 template <bool FULL = false>
 __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
                                                 float (&m_run)[2], float (&l_run)[2],
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             return;
         const unsigned char *sa = (const unsigned char *)(p.kv + (sl.a >= 0 ? sl.a : 0) * p.kv_ss + my_c * 8);
         const unsigned char *sb = (const unsigned char *)(p.kv + (sl.b >= 0 ? sl.b : 0) * p.kv_ss + my_c * 8);
-        const uint32_t st = ks_base + (uint32_t)((t % STG) * TN * D_MAX * 2) + dst_row;
+        const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_row;
         const int na = sl.a >= 0 ? 16 : 0, nb = sl.b >= 0 ? 16 : 0;
 #pragma unroll
         for (int j = 0; j < D_MAX / 64; ++j) {
@@ -349,6 +349,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         if (t >= ntiles)
             return;
         const unsigned char *src = base + SM.f8 + (t % WS_F8_STAGING) * TN * D_MAX + tok8 * D_MAX + sub8 * 8;
+        // (t % STG: fp8 has no fifth stage, and stage_el here changed this
+        // kernel's PTX.)
         unsigned char *dst =
             (unsigned char *)Ks + (t % STG) * TN * D_MAX * 2 + tok8 * 128 + ((sub8 ^ (tok8 & 7)) << 4);
         const int fmt = kv_fmt;
@@ -731,7 +733,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     }
             }
             const uint32_t vs =
-                (uint32_t)__cvta_generic_to_shared(Ks + (t % STG) * TN * D_MAX + mb0 * TN * 64);
+                (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + mb0 * TN * 64);
             wg_fence();
 #pragma unroll
             for (int m = 0; m < 4; ++m) {
