@@ -201,6 +201,21 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     constexpr bool TWO = ROWS == 96; // second wgmma chain: rows 32-95, keeps 64-95
     // PVG: a fifth stage in Q's nope atoms 0-4 (see stage_el below).
     constexpr int STG = PVG ? 5 : ws_stages(ROWS, F8);
+    // SC (PVG's kernel): the softmax runs in the PV warpgroups (docs/perf-log.md,
+    // step 26). The producer only issues the S chains and hands the raw
+    // scores over through shared memory; each PV warpgroup runs the softmax
+    // of the whole tile (the same rows as its accumulators: the m64 layouts
+    // match thread for thread) and takes P from registers (RS-form wgmma).
+    // MLA_AB_NO_SC builds the earlier pipelined producer for A/B runs.
+#ifdef MLA_AB_NO_SC
+    constexpr bool SC = false;
+#else
+    constexpr bool SC = PVG;
+#endif
+    // Tiles the PV warpgroups gather ahead. SC: 3, into tile t - 2's stage,
+    // the newest one both PV warpgroups are known to be done with at
+    // P_FULL(t) (each waited for its PV(t - 2) before P_FREE(t - 1)).
+    constexpr int GA = SC ? 3 : STG - 1;
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
     // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
@@ -424,14 +439,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             } else if constexpr (PVG) {
                 // Tiles 0 .. STG - 2, one group each (as the producer
                 // issues them in the other kernels).
-                for (int t = 0; t < STG - 1; ++t) {
+                for (int t = 0; t < GA; ++t) {
                     load_tile16(t, slot8_of(t));
                     cp_async_commit();
                 }
-                slot8_next = slot8_of(STG - 1);
+                slot8_next = slot8_of(GA);
                 // Q and tiles 0 and 1: the producer issues the chain of
                 // tile 1 before the first hand-over.
-                cp_async_wait_group<STG - 3>();
+                cp_async_wait_group<GA - 2>();
             } else {
                 cp_async_wait_all();
             }
@@ -449,13 +464,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // steps would need the PV warps below 152, which ptxas refuses. PVG
     // keeps 28 steps (448 columns): its second set of 16 S accumulators
     // does not fit beside 32 (ptxas spilled and serialized the wgmma,
-    // C7512).
-    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;
-    constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
+    // C7512). SC keeps 24 steps: at its producer's 152 registers 28 spilled
+    // 48 bytes.
+    constexpr int QR = TWO ? 0 : SC ? 24 : PVG ? 28 : 32;
+    static_assert(!PVG || TN * D_MAX * 2 <= QR / 4 * ROWS * 128, "PVG: the fifth stage lies in Q's register-held atoms");
+    // SC: the producer holds no softmax and one set of S accumulators, the
+    // PV warps the scores, their softmax and P beside O: 152 / 176.
+    constexpr int RPROD = SC ? 152 : 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
-        if constexpr (QR > 0)
+        if constexpr (SC)
+            regs_dec<RPROD>();
+        else if constexpr (QR > 0)
             regs_inc<RPROD>();
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
@@ -478,7 +499,28 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         auto kdesc = [&](int t) {
             return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + stage_el(t)));
         };
-        if constexpr (PVG) {
+        if constexpr (SC) {
+            // Per tile: wait for chain t, P_FREE(t - 1) (the PV warps have
+            // read S(t - 1) and published tile t + 1), S(t) out, P_FULL(t),
+            // chain t + 1, which overlaps the PV warps' softmax and PV(t).
+            // The chain past the last tile reads a stage nobody writes any
+            // more and is discarded (no branch around the wgmma).
+            float4 *Sw = (float4 *)Ps + tid;
+            float acc[16];
+            if (ntiles > 0)
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(0));
+            for (int t = 0; t < ntiles; ++t) {
+                wg_wait<0>();
+                if (t > 0)
+                    nbar_sync(BAR_P_FREE, NT);
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+                nbar_sync(BAR_P_FULL, NT);
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
+            }
+            wg_wait<0>();
+        } else if constexpr (PVG) {
             // Software-pipelined (docs/perf-log.md, step 24): iteration t
             // issues the S chain of tile t + 1 into the other accumulators
             // and, in the same basic block, the softmax of tile t from the
@@ -582,7 +624,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
         if (ntiles > 0)
             nbar_sync(BAR_P_FREE, NT); // the last tile's release
-        if ((lane & 3) == 0) {
+        if (!SC && (lane & 3) == 0) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const bool any = lA[h] != 0.f; // NaN (a NaN score): NaN lse, not -inf
@@ -617,7 +659,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
-        if constexpr (QR > 0)
+        if constexpr (SC)
+            regs_inc<RPV>();
+        else if constexpr (QR > 0)
             regs_dec<RPV>();
         const int c0 = 256 * (wg_idx - 1);
         const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
@@ -626,7 +670,67 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
         for (int i = 0; i < 128; ++i)
             acc[i] = 0.f;
-        for (int t = 0; t < ntiles; ++t) {
+        float mS[2] = {-INFINITY, -INFINITY}, lS[2] = {0.f, 0.f};
+        const float4 *Sv = (const float4 *)Ps + (tid & 127);
+        for (int t = 0; SC && t < ntiles; ++t) {
+            nbar_sync(BAR_P_FULL, NT);
+            // Tile t + 3 into tile t - 2's stage (see GA), off the path.
+            load_tile16(t + GA, slot8_next);
+            cp_async_commit();
+            slot8_next = slot8_of(t + GA + 1);
+            float sv[16];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float4 v = Sv[128 * j];
+                sv[4 * j] = v.x;
+                sv[4 * j + 1] = v.y;
+                sv[4 * j + 2] = v.z;
+                sv[4 * j + 3] = v.w;
+            }
+            uint32_t pk[2][4];
+            float al[2];
+            const int valid = n - t * TN < TN ? n - t * TN : TN;
+            if (valid == TN)
+                ws_softmax_rows<true>(sv, valid, p.scale_log2, mS, lS, pk, al);
+            else
+                ws_softmax_rows(sv, valid, p.scale_log2, mS, lS, pk, al);
+            wg_wait<0>(); // PV(t - 1): O and its P registers are free
+            if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) { // as below
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    acc[4 * j] *= al[0];
+                    acc[4 * j + 1] *= al[0];
+                    acc[4 * j + 2] *= al[1];
+                    acc[4 * j + 3] *= al[1];
+                }
+            }
+            const uint64_t dv = wg_desc_mn_sw128(
+                (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + (c0 / 64) * TN * 64));
+            // A fragments of k16 steps 0 and 1: rows r0 / r0 + 8, tokens
+            // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
+            const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
+            const uint32_t a1[4] = {pk[0][2], pk[1][2], pk[0][3], pk[1][3]};
+            wg_fence();
+            wgmma_m64n256k16_rs_tb(acc, a0, dv);
+            wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
+            wg_commit();
+            // Tile t + 2 landed (groups Q, tiles 0 .. t + 3; the newest may
+            // be in flight): P_FREE(t) publishes it for chain t + 2.
+            cp_async_wait_group<1>();
+            fence_proxy_async();
+            nbar_sync(BAR_P_FREE, NT);
+        }
+        if constexpr (SC) {
+            wg_wait<0>();
+            if (wg_idx == 1 && tq == 0) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const bool any = lS[h] != 0.f; // NaN (a NaN score): NaN lse, not -inf
+                    Lse[r0 + 8 * h] = any ? (mS[h] + __log2f(lS[h])) * LN2 : -INFINITY;
+                }
+            }
+        }
+        for (int t = 0; !SC && t < ntiles; ++t) {
             if constexpr (PVG) {
                 // Tile t + 2 (whose S chain the pipelined producer issues
                 // right after P_FULL(t)) has landed: groups Q, tiles 0 ..
@@ -691,7 +795,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             nbar_sync(BAR_P_FREE, NT);
         }
         nbar_sync(BAR_END, NT);
-        const float s0 = Linv[r0], s1 = Linv[r0 + 8];
+        const float s0 = SC ? (lS[0] != 0.f ? p.v_scale / lS[0] : 0.f) : Linv[r0];
+        const float s1 = SC ? (lS[1] != 0.f ? p.v_scale / lS[1] : 0.f) : Linv[r0 + 8];
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
             const int col = c0 + 8 * j + 2 * tq;
