@@ -212,8 +212,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #else
     constexpr bool SC = PVG;
 #endif
-    // Tiles the PV warpgroups gather ahead. SC: 3, into tile t - 2's stage,
-    // the newest one both PV warpgroups are known to be done with at
+    // Tiles gathered ahead. SC: 3 (by the producer), into tile t - 2's
+    // stage, the newest one both PV warpgroups are known to be done with at
     // P_FULL(t) (each waited for its PV(t - 2) before P_FREE(t - 1)).
     constexpr int GA = SC ? 3 : STG - 1;
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
@@ -404,17 +404,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         // (The bf16 branches keep the order of the bf16-only kernel: its
         // code, and speed, are unchanged by the fp8 variant.)
         if (producer) {
-            if constexpr (F8 || PVG) {
+            if constexpr (F8 || (PVG && !SC)) {
                 cp_async_wait_all(); // the PV warpgroups gather the tiles
             } else {
-                // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
-                // issues tile t + STG - 1 into the stage tile t - 1 leaves.
-                for (int t = 0; t < STG - 1; ++t) {
+                // Tiles 0 .. GA - 1 ahead, one group each; iteration t then
+                // issues tile t + GA (ws: into the stage tile t - 1 leaves).
+                for (int t = 0; t < GA; ++t) {
                     load_tile(t, slot_of(t));
                     cp_async_commit();
                 }
-                slot_next = slot_of(STG - 1);
-                cp_async_wait_group<STG - 2>(); // Q and tile 0
+                slot_next = slot_of(GA);
+                // Q and tile 0 (SC: and tile 1, whose chain is issued before
+                // the first hand-over).
+                cp_async_wait_group<SC ? GA - 2 : GA - 1>();
             }
         } else {
             if constexpr (F8) {
@@ -436,7 +438,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 decode_tile8(1);
                 load_tile8(3, s3);
                 cp_async_commit();
-            } else if constexpr (PVG) {
+            } else if constexpr (PVG && !SC) {
                 // Tiles 0 .. STG - 2, one group each (as the producer
                 // issues them in the other kernels).
                 for (int t = 0; t < GA; ++t) {
@@ -464,19 +466,17 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // steps would need the PV warps below 152, which ptxas refuses. PVG
     // keeps 28 steps (448 columns): its second set of 16 S accumulators
     // does not fit beside 32 (ptxas spilled and serialized the wgmma,
-    // C7512). SC keeps 24 steps: at its producer's 152 registers 28 spilled
-    // 48 bytes.
-    constexpr int QR = TWO ? 0 : SC ? 24 : PVG ? 28 : 32;
+    // C7512); so does SC, whose producer holds one set but gathers.
+    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;
     static_assert(!PVG || TN * D_MAX * 2 <= QR / 4 * ROWS * 128, "PVG: the fifth stage lies in Q's register-held atoms");
-    // SC: the producer holds no softmax and one set of S accumulators, the
-    // PV warps the scores, their softmax and P beside O: 152 / 176.
-    constexpr int RPROD = SC ? 152 : 184, RPV = (504 - RPROD) / 2;
+    // SC: 168 each, as launched (the PV warps hold the scores, their
+    // softmax and P beside O; the producer Q, one set of S accumulators and
+    // the gather).
+    constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
-        if constexpr (SC)
-            regs_dec<RPROD>();
-        else if constexpr (QR > 0)
+        if constexpr (QR > 0 && !SC)
             regs_inc<RPROD>();
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
@@ -505,6 +505,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // chain t + 1, which overlaps the PV warps' softmax and PV(t).
             // The chain past the last tile reads a stage nobody writes any
             // more and is discarded (no branch around the wgmma).
+            // The producer gathers too (it waited at P_FREE for over half
+            // of its time with the PV warps gathering, whose copies then sat
+            // in front of their softmax: step 26): tile t + 3 into tile
+            // t - 2's stage after chain t + 1 is issued; tile t + 1 is
+            // waited for before P_FULL(t), which publishes it.
             float4 *Sw = (float4 *)Ps + tid;
             float acc[16];
             if (ntiles > 0)
@@ -516,8 +521,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+                // Groups: Q, tiles 0 .. t + 2; the newest may be in flight.
+                cp_async_wait_group<1>();
+                fence_proxy_async(); // wgmma (async proxy) reads the tile
                 nbar_sync(BAR_P_FULL, NT);
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
+                load_tile(t + GA, slot_next);
+                cp_async_commit(); // possibly empty: keeps one group per tile
+                slot_next = slot_of(t + GA + 1);
             }
             wg_wait<0>();
         } else if constexpr (PVG) {
@@ -659,9 +670,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
-        if constexpr (SC)
-            regs_inc<RPV>();
-        else if constexpr (QR > 0)
+        if constexpr (QR > 0 && !SC)
             regs_dec<RPV>();
         const int c0 = 256 * (wg_idx - 1);
         const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
@@ -674,10 +683,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         const float4 *Sv = (const float4 *)Ps + (tid & 127);
         for (int t = 0; SC && t < ntiles; ++t) {
             nbar_sync(BAR_P_FULL, NT);
-            // Tile t + 3 into tile t - 2's stage (see GA), off the path.
-            load_tile16(t + GA, slot8_next);
-            cp_async_commit();
-            slot8_next = slot8_of(t + GA + 1);
             float sv[16];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -714,10 +719,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             wgmma_m64n256k16_rs_tb(acc, a0, dv);
             wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
             wg_commit();
-            // Tile t + 2 landed (groups Q, tiles 0 .. t + 3; the newest may
-            // be in flight): P_FREE(t) publishes it for chain t + 2.
-            cp_async_wait_group<1>();
-            fence_proxy_async();
             nbar_sync(BAR_P_FREE, NT);
         }
         if constexpr (SC) {
