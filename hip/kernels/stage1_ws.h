@@ -45,6 +45,18 @@ namespace mla_dev {
 // ---------------------------------------------------------------------------
 
 
+// Whether the ws-pvg kernel runs the softmax in the PV warpgroups (SC in
+// stage1_ws_kernel); MLA_AB_NO_SC builds the pipelined producer instead,
+// for A/B runs.
+__host__ __device__ constexpr bool ws_softmax_in_pv(bool pvg)
+{
+#ifdef MLA_AB_NO_SC
+    return false && pvg;
+#else
+    return pvg;
+#endif
+}
+
 // exp2 of the softmax: ex2.approx.ftz, without exp2f's two multiplies that
 // rescale results below 2^-126 (weights that small vanish beside the row's
 // largest, 1, in l and in bf16 P anyway). On the producer's path: 8% of K3
@@ -207,11 +219,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // of the whole tile (the same rows as its accumulators: the m64 layouts
     // match thread for thread) and takes P from registers (RS-form wgmma).
     // MLA_AB_NO_SC builds the earlier pipelined producer for A/B runs.
-#ifdef MLA_AB_NO_SC
-    constexpr bool SC = false;
-#else
-    constexpr bool SC = PVG;
-#endif
+    constexpr bool SC = ws_softmax_in_pv(PVG);
     // Tiles gathered ahead. SC: 3 (by the producer), into tile t - 2's
     // stage, the newest one both PV warpgroups are known to be done with at
     // P_FULL(t) (each waited for its PV(t - 2) before P_FREE(t - 1)).
@@ -680,48 +688,48 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         for (int i = 0; i < 128; ++i)
             acc[i] = 0.f;
         float mS[2] = {-INFINITY, -INFINITY}, lS[2] = {0.f, 0.f};
-        const float4 *Sv = (const float4 *)Ps + (tid & 127);
-        for (int t = 0; SC && t < ntiles; ++t) {
-            nbar_sync(BAR_P_FULL, NT);
-            float sv[16];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const float4 v = Sv[128 * j];
-                sv[4 * j] = v.x;
-                sv[4 * j + 1] = v.y;
-                sv[4 * j + 2] = v.z;
-                sv[4 * j + 3] = v.w;
-            }
-            uint32_t pk[2][4];
-            float al[2];
-            const int valid = n - t * TN < TN ? n - t * TN : TN;
-            if (valid == TN)
-                ws_softmax_rows<true>(sv, valid, p.scale_log2, mS, lS, pk, al);
-            else
-                ws_softmax_rows(sv, valid, p.scale_log2, mS, lS, pk, al);
-            wg_wait<0>(); // PV(t - 1): O and its P registers are free
-            if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) { // as below
-#pragma unroll
-                for (int j = 0; j < 32; ++j) {
-                    acc[4 * j] *= al[0];
-                    acc[4 * j + 1] *= al[0];
-                    acc[4 * j + 2] *= al[1];
-                    acc[4 * j + 3] *= al[1];
-                }
-            }
-            const uint64_t dv = wg_desc_mn_sw128(
-                (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + (c0 / 64) * TN * 64));
-            // A fragments of k16 steps 0 and 1: rows r0 / r0 + 8, tokens
-            // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
-            const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
-            const uint32_t a1[4] = {pk[0][2], pk[1][2], pk[0][3], pk[1][3]};
-            wg_fence();
-            wgmma_m64n256k16_rs_tb(acc, a0, dv);
-            wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
-            wg_commit();
-            nbar_sync(BAR_P_FREE, NT);
-        }
         if constexpr (SC) {
+            const float4 *Sv = (const float4 *)Ps + (tid & 127);
+            for (int t = 0; t < ntiles; ++t) {
+                nbar_sync(BAR_P_FULL, NT);
+                float sv[16];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float4 v = Sv[128 * j];
+                    sv[4 * j] = v.x;
+                    sv[4 * j + 1] = v.y;
+                    sv[4 * j + 2] = v.z;
+                    sv[4 * j + 3] = v.w;
+                }
+                uint32_t pk[2][4];
+                float al[2];
+                const int valid = n - t * TN < TN ? n - t * TN : TN;
+                if (valid == TN)
+                    ws_softmax_rows<true>(sv, valid, p.scale_log2, mS, lS, pk, al);
+                else
+                    ws_softmax_rows(sv, valid, p.scale_log2, mS, lS, pk, al);
+                wg_wait<0>(); // PV(t - 1): O and its P registers are free
+                if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) { // as below
+#pragma unroll
+                    for (int j = 0; j < 32; ++j) {
+                        acc[4 * j] *= al[0];
+                        acc[4 * j + 1] *= al[0];
+                        acc[4 * j + 2] *= al[1];
+                        acc[4 * j + 3] *= al[1];
+                    }
+                }
+                const uint64_t dv = wg_desc_mn_sw128(
+                    (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + (c0 / 64) * TN * 64));
+                // A fragments of k16 steps 0 and 1: rows r0 / r0 + 8, tokens
+                // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
+                const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
+                const uint32_t a1[4] = {pk[0][2], pk[1][2], pk[0][3], pk[1][3]};
+                wg_fence();
+                wgmma_m64n256k16_rs_tb(acc, a0, dv);
+                wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
+                wg_commit();
+                nbar_sync(BAR_P_FREE, NT);
+            }
             wg_wait<0>();
             if (wg_idx == 1 && tq == 0) {
 #pragma unroll
@@ -731,7 +739,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 }
             }
         }
-        for (int t = 0; !SC && t < ntiles; ++t) {
+        for (int t = 0; t < (SC ? 0 : ntiles); ++t) {
             if constexpr (PVG) {
                 // Tile t + 2 (whose S chain the pipelined producer issues
                 // right after P_FULL(t)) has landed: groups Q, tiles 0 ..
