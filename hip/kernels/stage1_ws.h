@@ -516,8 +516,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // The producer gathers too (it waited at P_FREE for over half
             // of its time with the PV warps gathering, whose copies then sat
             // in front of their softmax: step 26): tile t + 3 into tile
-            // t - 2's stage after chain t + 1 is issued; tile t + 1 is
-            // waited for before P_FULL(t), which publishes it.
+            // t - 2's stage after chain t + 1 is issued. Tile t + 2 is
+            // waited for and fenced before that, behind the chain: the
+            // fence waits for every copy of the thread in flight, so placed
+            // before P_FULL it held the hand-over for the newest tile too.
+            // P_FULL(t + 1) publishes it.
             float4 *Sw = (float4 *)Ps + tid;
             float acc[16];
             if (ntiles > 0)
@@ -529,11 +532,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-                // Groups: Q, tiles 0 .. t + 2; the newest may be in flight.
-                cp_async_wait_group<1>();
-                fence_proxy_async(); // wgmma (async proxy) reads the tile
                 nbar_sync(BAR_P_FULL, NT);
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
+                cp_async_wait_group<0>(); // Q, tiles 0 .. t + 2
+                fence_proxy_async();      // wgmma (async proxy) reads them
                 load_tile(t + GA, slot_next);
                 cp_async_commit(); // possibly empty: keeps one group per tile
                 slot_next = slot_of(t + GA + 1);
@@ -689,18 +691,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             acc[i] = 0.f;
         float mS[2] = {-INFINITY, -INFINITY}, lS[2] = {0.f, 0.f};
         if constexpr (SC) {
-            const float4 *Sv = (const float4 *)Ps + (tid & 127);
+            // (A 32-bit shared address, loaded by asm: ptxas rebuilt the
+            // generic pointer from the thread index every tile, an S2R
+            // that waited behind the MIO queue.)
+            const uint32_t sv_addr = (uint32_t)__cvta_generic_to_shared(Ps) + 16u * (uint32_t)(tid & 127);
             for (int t = 0; t < ntiles; ++t) {
                 nbar_sync(BAR_P_FULL, NT);
                 float sv[16];
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const float4 v = Sv[128 * j];
-                    sv[4 * j] = v.x;
-                    sv[4 * j + 1] = v.y;
-                    sv[4 * j + 2] = v.z;
-                    sv[4 * j + 3] = v.w;
-                }
+                for (int j = 0; j < 4; ++j)
+                    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                                 : "=f"(sv[4 * j]), "=f"(sv[4 * j + 1]), "=f"(sv[4 * j + 2]), "=f"(sv[4 * j + 3])
+                                 : "r"(sv_addr + 2048u * j)
+                                 : "memory");
                 uint32_t pk[2][4];
                 float al[2];
                 const int valid = n - t * TN < TN ? n - t * TN : TN;
