@@ -323,6 +323,40 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
     };
 
+    // SC: the producer gathers by tile parity (warps 0-1 even tiles, 2-3
+    // odd), 64 threads a tile: 8 per token, tokens my_tok8 + 8k (k < 4),
+    // each with load_tile's whole-line requests and swizzle ((my_tok8 + 8k)
+    // & 7 == my_tok8 & 7).
+    const int my_tok8 = (tid & 63) >> 3;
+    struct Half {
+        int64_t s[4]; // -1: none (zero fill)
+    };
+    auto half_of = [&](int t) -> Half {
+        Half h;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int gt = beg + t * TN + my_tok8 + 8 * k;
+            h.s[k] = t < ntiles && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+        }
+        return h;
+    };
+    const uint32_t dst_half = (uint32_t)(my_tok8 * 128 + ((my_c ^ (my_tok8 & 7)) << 4));
+    auto load_half = [&](int t, const Half &h) {
+        if (t >= ntiles)
+            return;
+        const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const unsigned char *src =
+                (const unsigned char *)(p.kv + (h.s[k] >= 0 ? h.s[k] : 0) * p.kv_ss + my_c * 8);
+            const int nb = h.s[k] >= 0 ? 16 : 0;
+#pragma unroll
+            for (int j = 0; j < D_MAX / 64; ++j)
+                cp_async16_s(st + (uint32_t)(j * TN * 128 + k * 1024), src + 128 * j, nb);
+        }
+    };
+    Half half_next{};
+
     // fp8 (PV warpgroups, thread v = tid - 128 < 256): token v / 8 of the
     // tile, 8-code pieces q = v % 8 + 8j, j < 9, of its row: copied into
     // staging tile t % WS_F8_STAGING, decoded into the bf16 chunk q (atom j,
@@ -417,14 +451,28 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             } else {
                 // Tiles 0 .. GA - 1 ahead, one group each; iteration t then
                 // issues tile t + GA (ws: into the stage tile t - 1 leaves).
-                for (int t = 0; t < GA; ++t) {
-                    load_tile(t, slot_of(t));
-                    cp_async_commit();
+                if constexpr (SC) {
+                    // Tiles 0 .. 2, each by its parity's warps; Q and tiles
+                    // 0 and 1 landed (chain 1 is issued before the first
+                    // hand-over).
+                    const int par = (tid >> 6) & 1;
+                    for (int t = par; t < GA; t += 2) {
+                        load_half(t, half_of(t));
+                        cp_async_commit();
+                    }
+                    half_next = half_of(GA + ((GA + par) & 1)); // its next tile
+                    if (par == 0)
+                        cp_async_wait_group<1>();
+                    else
+                        cp_async_wait_group<0>();
+                } else {
+                    for (int t = 0; t < GA; ++t) {
+                        load_tile(t, slot_of(t));
+                        cp_async_commit();
+                    }
+                    slot_next = slot_of(GA);
+                    cp_async_wait_group<GA - 1>(); // Q and tile 0
                 }
-                slot_next = slot_of(GA);
-                // Q and tile 0 (SC: and tile 1, whose chain is issued before
-                // the first hand-over).
-                cp_async_wait_group<SC ? GA - 2 : GA - 1>();
             }
         } else {
             if constexpr (F8) {
@@ -508,37 +556,43 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + stage_el(t)));
         };
         if constexpr (SC) {
-            // Per tile: wait for chain t, P_FREE(t - 1) (the PV warps have
-            // read S(t - 1) and published tile t + 1), S(t) out, P_FULL(t),
-            // chain t + 1, which overlaps the PV warps' softmax and PV(t).
-            // The chain past the last tile reads a stage nobody writes any
-            // more and is discarded (no branch around the wgmma).
-            // The producer gathers too (it waited at P_FREE for over half
-            // of its time with the PV warps gathering, whose copies then sat
-            // in front of their softmax: step 26): tile t + 3 into tile
-            // t - 2's stage after chain t + 1 is issued. Tile t + 2 is
-            // waited for and fenced before that, behind the chain: the
-            // fence waits for every copy of the thread in flight, so placed
-            // before P_FULL it held the hand-over for the newest tile too.
-            // P_FULL(t + 1) publishes it.
+            // Per tile: wait for chain t, S(t) out, P_FULL(t), then
+            // P_FREE(t), which the PV warps reach once they have read S(t)
+            // into registers (their loads are not queued behind the chain's
+            // shared-memory reads: step 26), chain t + 1, which overlaps
+            // their softmax and PV(t). The chain past the last tile reads a
+            // stage nobody writes any more and is discarded (no branch
+            // around the wgmma).
+            // The producer gathers (the PV warps' copies sat in front of
+            // their softmax, step 26), its warps 0-1 the even tiles, 2-3 the
+            // odd ones: tile t + 3 into tile t - 2's stage after chain t + 1
+            // is issued. The proxy fence waits for every copy of its thread
+            // in flight, so each thread fences only the tile it publishes,
+            // with none of its own newer than that in flight: half of the
+            // warps wait for tile t + 1 (issued two tiles earlier) before
+            // P_FULL(t).
+            const int par = w >> 1;
             float4 *Sw = (float4 *)Ps + tid;
             float acc[16];
             if (ntiles > 0)
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(0));
             for (int t = 0; t < ntiles; ++t) {
                 wg_wait<0>();
-                if (t > 0)
-                    nbar_sync(BAR_P_FREE, NT);
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+                if (((t + 1) & 1) == par) {
+                    cp_async_wait_group<0>(); // tile t + 1, this thread's only copies in flight
+                    fence_proxy_async();      // wgmma (async proxy) reads it
+                }
                 nbar_sync(BAR_P_FULL, NT);
+                nbar_sync(BAR_P_FREE, NT);
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
-                cp_async_wait_group<0>(); // Q, tiles 0 .. t + 2
-                fence_proxy_async();      // wgmma (async proxy) reads them
-                load_tile(t + GA, slot_next);
-                cp_async_commit(); // possibly empty: keeps one group per tile
-                slot_next = slot_of(t + GA + 1);
+                if (((t + GA) & 1) == par) {
+                    load_half(t + GA, half_next);
+                    cp_async_commit();
+                    half_next = half_of(t + GA + 2);
+                }
             }
             wg_wait<0>();
         } else if constexpr (PVG) {
@@ -643,8 +697,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             cp_async_commit(); // possibly empty: keeps one group per tile
             slot_next = slot_of(t + STG);
         }
-        if (ntiles > 0)
-            nbar_sync(BAR_P_FREE, NT); // the last tile's release
+        if constexpr (!SC) {
+            if (ntiles > 0)
+                nbar_sync(BAR_P_FREE, NT); // the last tile's release
+        }
         if (!SC && (lane & 3) == 0) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
@@ -704,6 +760,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                                  : "=f"(sv[4 * j]), "=f"(sv[4 * j + 1]), "=f"(sv[4 * j + 2]), "=f"(sv[4 * j + 3])
                                  : "r"(sv_addr + 2048u * j)
                                  : "memory");
+                nbar_sync(BAR_P_FREE, NT); // S(t) read: the producer may issue chain t + 1
                 uint32_t pk[2][4];
                 float al[2];
                 const int valid = n - t * TN < TN ? n - t * TN : TN;
@@ -731,7 +788,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 wgmma_m64n256k16_rs_tb(acc, a0, dv);
                 wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
                 wg_commit();
-                nbar_sync(BAR_P_FREE, NT);
             }
             wg_wait<0>();
             if (wg_idx == 1 && tq == 0) {
