@@ -78,10 +78,13 @@ __device__ __forceinline__ float ws_exp2(float x)
 // the P tile is free: the next chain's wgmma reuses the accumulators.
 // FULL: a whole tile (valid == TN), no key masked: the caller branches once
 // per tile, so full tiles skip the 32 compare-selects per thread.
-template <bool FULL = false>
+// PROBS: the probabilities go to probs[] as fp32 in acc's order instead of
+// pk (probs may be acc itself), for a caller that may pack them only later.
+template <bool FULL = false, bool PROBS = false>
 __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
                                                 float (&m_run)[2], float (&l_run)[2],
-                                                uint32_t (&pk)[2][4], float (&alpha)[2])
+                                                uint32_t (&pk)[2][4], float (&alpha)[2],
+                                                float *probs = nullptr)
 {
     const int t = threadIdx.x & 3;
 #pragma unroll
@@ -106,7 +109,12 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const float p0 = ws_exp2(v[2 * j] - m_use), p1 = ws_exp2(v[2 * j + 1] - m_use);
-            pk[h][j] = pack_bf2(p0, p1);
+            if constexpr (PROBS) {
+                probs[4 * j + 2 * h] = p0;
+                probs[4 * j + 2 * h + 1] = p1;
+            } else {
+                pk[h][j] = pack_bf2(p0, p1);
+            }
             sum += p0 + p1;
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -764,11 +772,25 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 uint32_t pk[2][4];
                 float al[2];
                 const int valid = n - t * TN < TN ? n - t * TN : TN;
+                // The probabilities stay fp32 in sv until PV(t - 1) is done:
+                // its wgmma reads the P registers until then, and ptxas
+                // packed the next P into them before the wait (wrong sums
+                // once the hand-over got faster; step 26).
                 if (valid == TN)
-                    ws_softmax_rows<true>(sv, valid, p.scale_log2, mS, lS, pk, al);
+                    ws_softmax_rows<true, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 else
-                    ws_softmax_rows(sv, valid, p.scale_log2, mS, lS, pk, al);
+                    ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
+                // Orders the packing below after the wait (as CUTLASS's
+                // warpgroup_fence_operand does for accumulators).
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+                    asm volatile("" : "+f"(sv[i])::"memory");
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        pk[h][j] = pack_bf2(sv[4 * j + 2 * h], sv[4 * j + 2 * h + 1]);
                 if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) { // as below
 #pragma unroll
                     for (int j = 0; j < 32; ++j) {
