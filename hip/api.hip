@@ -172,13 +172,12 @@ static bool kv_is_fp8(const mla_gpu_args *a)
 {
     return a->kv_dtype == MLA_KV_FP8_E4M3FN || a->kv_dtype == MLA_KV_FP8_E4M3FNUZ;
 }
-// The 64-row bf16 ws kernel with the PV warpgroups gathering and the
-// producer software-pipelined (stage1_ws.h, PVG): forced by fast_kernel
-// ws-pvg; under auto where it measured faster than plain ws, the shapes
-// whose head rows take two or more 64-row blocks with splits of 2048 tokens
-// or more on average (K3 bs 8 / 16k, bs 32 / 4k: 3-4%; bs 32 and 64 / 16k:
-// 8%). It measured 1-5% slower on the 64-row DSV3 shapes and at bs 1
-// (docs/perf-log.md, step 24).
+// The 64-row bf16 ws-pvg kernel (stage1_ws.h, PVG with SC: the softmax in
+// the PV warpgroups): forced by fast_kernel ws-pvg; under auto where it
+// measured faster than plain ws, splits of 2048 tokens or more on average
+// (docs/perf-log.md, step 26: K3 bs 8 / 16k and bs 32 / 4k 3%, DSV3 bs 32
+// and 64 / 16k 5-7%). Short splits (bs 1) keep plain ws, where it
+// measured 1-2% slower.
 static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int num_splits)
 {
     const mla_shape *s = &a->shape;
@@ -186,7 +185,7 @@ static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int n
         return false;
     if (o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG)
         return true;
-    if (o.fast_kernel != MLA_GPU_FAST_KERNEL_AUTO || s->num_heads * s->q_len <= 64)
+    if (o.fast_kernel != MLA_GPU_FAST_KERNEL_AUTO)
         return false;
     return (long long)a->num_kv_indices >= 2048LL * s->num_seqs * num_splits;
 }

@@ -120,8 +120,9 @@ int main(void)
           "96-row CTAs take more splits, so more workspace");
     o = mla_gpu_options_default();
     /* Auto keeps plain ws for splits averaging under 2048 tokens (K3 bs 32
-     * / 2k: two splits of 1024; bs 1 / 4k) and for one 64-row block (DSV3:
-     * 16 heads x 4 drafts); ws-pvg forces the pipelined kernel there. */
+     * / 2k: two splits of 1024; bs 1 / 4k; DSV3 bs 1 / 4k) and runs ws-pvg
+     * for one 64-row block too (DSV3: 16 heads x 4 drafts, bs 32 / 16k);
+     * ws-pvg forces it everywhere. */
     a = k3_args(32, 2048);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "K3 bs 32 / 2k");
     a = k3_args(1, 4096);
@@ -132,10 +133,15 @@ int main(void)
     a.shape.num_heads = 16;
     a.shape.q_len = 4;
     a.shape.num_q_tokens = 32 * 4;
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "DSV3 bs 32 / 16k");
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS_PVG, "DSV3 bs 32 / 16k");
     expect_kernel(&a, MLA_GPU_TIER_PERHEAD, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_AUTO, "per-head tier");
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.rows_per_cta == 64,
           "DSV3 bs 32 / 16k: one 64-row block, rows %d", info.rows_per_cta);
+    a = k3_args(1, 4096);
+    a.shape.num_heads = 16;
+    a.shape.q_len = 4;
+    a.shape.num_q_tokens = 4;
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "DSV3 bs 1 / 4k");
 
     /* The per-head tier runs 4 splits below an average prefix of 4096 (not
      * the upstream plan's count), the generic tier none. */
