@@ -584,37 +584,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             float acc[16];
             if (ntiles > 0)
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(0));
-#ifndef MLA_AB_SC_PV_MAX
-            float mP[2] = {-INFINITY, -INFINITY};
-#endif
             for (int t = 0; t < ntiles; ++t) {
                 wg_wait<0>();
-#ifndef MLA_AB_SC_PV_MAX
-                // The running row max (of the scaled scores, as the PV
-                // warps' softmax takes it; fmaxf skips a NaN score there
-                // too), reduced over the quad here, where the producer
-                // waits anyway, off the PV warps' path (step 26).
-                {
-                    const int valid = n - t * TN < TN ? n - t * TN : TN, tq = lane & 3;
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        float tmax = -INFINITY;
-#pragma unroll
-                        for (int j = 0; j < 4; ++j) {
-                            const int tok = 8 * j + 2 * tq;
-                            tmax = fmaxf(tmax, tok < valid ? acc[4 * j + 2 * h] : -INFINITY);
-                            tmax = fmaxf(tmax, tok + 1 < valid ? acc[4 * j + 2 * h + 1] : -INFINITY);
-                        }
-                        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-                        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-                        mP[h] = fmaxf(mP[h], tmax * p.scale_log2);
-                    }
-                    if (tq == 0) {
-                        Al[rA] = mP[0];
-                        Al[rA + 8] = mP[1];
-                    }
-                }
-#endif
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
@@ -797,35 +768,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                                  : "=f"(sv[4 * j]), "=f"(sv[4 * j + 1]), "=f"(sv[4 * j + 2]), "=f"(sv[4 * j + 3])
                                  : "r"(sv_addr + 2048u * j)
                                  : "memory");
-#ifndef MLA_AB_SC_PV_MAX
-                const float mr[2] = {Al[r0], Al[r0 + 8]};
-#endif
                 nbar_sync(BAR_P_FREE, NT); // S(t) read: the producer may issue chain t + 1
                 uint32_t pk[2][4];
                 float al[2];
                 const int valid = n - t * TN < TN ? n - t * TN : TN;
-#ifndef MLA_AB_SC_PV_MAX
-                // ws_softmax_rows with the producer's row max: each thread
-                // keeps its own part of l (rescaled by the quad's common
-                // alpha), summed over the quad once at the end.
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const float m_use = mr[h] == -INFINITY ? 0.f : mr[h];
-                    al[h] = ws_exp2(mS[h] - m_use);
-                    float sum = 0.f;
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        const int tok = 8 * j + 2 * tq;
-                        const float v0 = tok < valid ? sv[4 * j + 2 * h] * p.scale_log2 : -INFINITY;
-                        const float v1 = tok + 1 < valid ? sv[4 * j + 2 * h + 1] * p.scale_log2 : -INFINITY;
-                        sv[4 * j + 2 * h] = ws_exp2(v0 - m_use);
-                        sv[4 * j + 2 * h + 1] = ws_exp2(v1 - m_use);
-                        sum += sv[4 * j + 2 * h] + sv[4 * j + 2 * h + 1];
-                    }
-                    lS[h] = lS[h] * al[h] + sum;
-                    mS[h] = mr[h];
-                }
-#else
                 // The probabilities stay fp32 in sv until PV(t - 1) is done:
                 // its wgmma reads the P registers until then, and ptxas
                 // packed the next P into them before the wait (wrong sums
@@ -834,7 +780,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     ws_softmax_rows<true, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 else
                     ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
-#endif
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
@@ -867,13 +812,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 wg_commit();
             }
             wg_wait<0>();
-#ifndef MLA_AB_SC_PV_MAX
-#pragma unroll
-            for (int h = 0; h < 2; ++h) { // the quad's parts of l
-                lS[h] += __shfl_xor_sync(0xffffffffu, lS[h], 1);
-                lS[h] += __shfl_xor_sync(0xffffffffu, lS[h], 2);
-            }
-#endif
             if (wg_idx == 1 && tq == 0) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
