@@ -454,15 +454,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         // (The bf16 branches keep the order of the bf16-only kernel: its
         // code, and speed, are unchanged by the fp8 variant.)
         if (producer) {
-            if constexpr (F8 || (PVG && !SC)) {
-                cp_async_wait_all(); // the PV warpgroups gather the tiles
-            } else {
-                // Tiles 0 .. GA - 1 ahead, one group each; iteration t then
-                // issues tile t + GA (ws: into the stage tile t - 1 leaves).
+            if constexpr (F8 || PVG) {
                 if constexpr (SC) {
-                    // Tiles 0 .. 2, each by its parity's warps; Q and tiles
-                    // 0 and 1 landed (chain 1 is issued before the first
-                    // hand-over).
+                    // Tiles 0 .. GA - 1, each by its parity's warps (see
+                    // load_half); Q and tiles 0 and 1 landed (chain 1 is
+                    // issued before the first hand-over).
                     const int par = (tid >> 6) & 1;
                     for (int t = par; t < GA; t += 2) {
                         load_half(t, half_of(t));
@@ -474,13 +470,17 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     else
                         cp_async_wait_group<0>();
                 } else {
-                    for (int t = 0; t < GA; ++t) {
-                        load_tile(t, slot_of(t));
-                        cp_async_commit();
-                    }
-                    slot_next = slot_of(GA);
-                    cp_async_wait_group<GA - 1>(); // Q and tile 0
+                    cp_async_wait_all(); // the PV warpgroups gather the tiles
                 }
+            } else {
+                // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
+                // issues tile t + STG - 1 into the stage tile t - 1 leaves.
+                for (int t = 0; t < STG - 1; ++t) {
+                    load_tile(t, slot_of(t));
+                    cp_async_commit();
+                }
+                slot_next = slot_of(STG - 1);
+                cp_async_wait_group<STG - 2>(); // Q and tile 0
             }
         } else {
             if constexpr (F8) {
