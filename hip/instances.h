@@ -34,11 +34,11 @@
 
 // stage1_ws_kernel<MT, NPW, F8, PVG> (kernels/stage1_ws.h, NVIDIA sm_90a
 // only): 16 MT rows, NPW PV warps, F8 an fp8 pool (64 rows only: the
-// 96-row Q leaves no shared memory for the fp8 staging tiles), PVG the PV
-// warpgroups gather the bf16 tiles (fast_kernel ws-pvg, 64 rows).
+// 96-row Q leaves no shared memory for the fp8 staging tiles), PVG the
+// softmax in the PV warpgroups (fast_kernel ws-pvg, 64 rows, bf16).
 #define MLA_STAGE1_WS_NVIDIA(X)                                                                    \
     X(4, 8, false, false)    /* fast, 64 rows (default for head_dim 576) */                        \
-    X(4, 8, false, true)     /* fast, 64 rows, PV-warp gather (fast_kernel ws-pvg) */              \
+    X(4, 8, false, true)     /* fast, 64 rows, softmax in the PV warps (fast_kernel ws-pvg) */      \
     X(4, 8, true, false)     /* fast, 64 rows, fp8 pool */                                         \
     X(6, 8, false, false)    /* fast, 96 rows with fast_rows 96 */
 

@@ -388,7 +388,7 @@ static const mla_backend BACKENDS[] = {
      .in_default_set = 0, .available = gpu_available, .run = run_gpu,
      .arg = GPU_FAST | GPU_VARIANT_MMA << 4},
     {.name = "gpu:pvg", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: the PV warpgroups gather the bf16 tiles (ws-pvg)" GPU_NOTE,
+     .description = "GPU fast path, variant: the softmax in the PV warpgroups (ws-pvg)" GPU_NOTE,
      .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
      .in_default_set = 0, .available = gpu_available, .run = run_gpu,
      .arg = GPU_FAST | GPU_VARIANT_PVG << 4},

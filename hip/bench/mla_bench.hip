@@ -398,7 +398,7 @@ int main(int argc, char **argv)
                    "                    roofline counts the pool's bytes at 1 byte per fp8 element\n"
                    "  --fast-kernel K   fast stage 1 of the 64/96-row blocks: auto (default: ws where\n"
                    "                    it applies), ws (warp-specialized wgmma), mma (single-role)\n"
-                   "                    or ws-pvg (ws, the PV warps gather the bf16 tiles)\n"
+                   "                    or ws-pvg (ws, the softmax in the PV warps)\n"
                    "  --fast-rows R     rows per fast stage-1 CTA: 64 (default) or 96\n"
                    "  --min-split N     smallest fast split in tokens (>= 16, default %d); implies\n"
                    "                    --split-rule fixed unless that is given\n"

@@ -206,10 +206,13 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // copied, so the staging tiles need no barrier of their own. (Decoding in
 // the producer added its ~2000 cycles a tile to the producer-bound tile
 // period: docs/perf-log.md "fp8 pools".)
-// PVG (bf16, 64 rows; fast_kernel ws-pvg): the PV warpgroups gather the
-// bf16 tiles too, issuing tile t + STG - 1 into the stage tile t - 1 left
-// while their PV wgmma of tile t runs; the producer keeps only S, the
-// softmax and the P stores (its gather was ~15-20% of its tile time).
+// PVG (bf16, 64 rows; fast_kernel ws-pvg): five K/V stages and, by default
+// (SC below), the softmax in the PV warpgroups: the producer gathers and
+// issues the S chains only, handing raw scores over (BAR_P_FULL: S(t)
+// written; BAR_P_FREE: the PV warps have read it). With MLA_AB_NO_SC
+// the earlier form: the PV warpgroups gather the bf16 tiles, issuing tile
+// t + STG - 1 into the stage tile t - 1 left while their PV wgmma of tile t
+// runs, and the producer pipelines S with its softmax and the P stores.
 template <int MT, int NPW, bool F8, bool PVG>
 __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
 {

@@ -40,14 +40,13 @@ const char *mla_gpu_tier_name(mla_gpu_tier t);
 /* Stage-1 kernel of the fast tier's 64- and 96-row blocks. */
 typedef enum {
     MLA_GPU_FAST_KERNEL_AUTO = 0, /* ws where it applies (NVIDIA sm_90a, head_dim 576), else mma;
-                                     ws-pvg's stage 1 for bf16 pools where the head rows take
-                                     two or more 64-row blocks and the splits average 2048
-                                     tokens or more (docs/perf-log.md, step 24) */
+                                     ws-pvg's stage 1 for bf16 pools whose splits average 2048
+                                     tokens or more (docs/perf-log.md, step 26) */
     MLA_GPU_FAST_KERNEL_WS = 1,   /* warp-specialized wgmma kernel; declines other shapes */
     MLA_GPU_FAST_KERNEL_MMA = 2,  /* single-role mma.sync / MFMA kernel */
-    MLA_GPU_FAST_KERNEL_WS_PVG = 3 /* auto, but every 64-row bf16 ws stage 1 runs with its PV
-                                      warpgroups gathering the tiles (five stages) and the
-                                      producer software-pipelined */
+    MLA_GPU_FAST_KERNEL_WS_PVG = 3 /* auto, but every 64-row bf16 ws stage 1 runs the softmax
+                                      in its PV warpgroups (the producer gathers and issues
+                                      QK^T only; five stages) */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */
