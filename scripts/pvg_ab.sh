@@ -1,5 +1,5 @@
 #!/bin/bash
-# The PV-warp gather variant (fast_kernel ws-pvg) on the device in one
+# The ws-pvg kernel (fast_kernel ws-pvg, the softmax in the PV warps) on the device in one
 # command, from the repo root: build the 'cuda' preset, validate it
 # (fixtures/data, the small and large catalogue cases, compute-sanitizer
 # memcheck / racecheck / synccheck), then time it against ws on the K3 and
