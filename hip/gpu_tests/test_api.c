@@ -54,6 +54,17 @@ static mla_gpu_args k3_args(int bs, long long P)
     return a;
 }
 
+/* DeepSeek-V3 at TP8: 16 heads x 4 drafts, one 64-row block. */
+static mla_gpu_args dsv3_args(int bs, long long P)
+{
+    mla_gpu_args a = k3_args(bs, P);
+    a.shape.num_heads = 16;
+    a.shape.q_len = 4;
+    a.shape.num_q_tokens = (int64_t)bs * 4;
+    a.q_stride_tok = 16 * 576;
+    return a;
+}
+
 /* The stage-1 kernel mla_gpu_plan reports for `a` under `fast_kernel`
  * (AUTO: the default options) on `tier`, against `want`. */
 static void expect_kernel(const mla_gpu_args *a, mla_gpu_tier tier, mla_gpu_fast_kernel fast_kernel,
@@ -101,8 +112,7 @@ int main(void)
     CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &bad) == 0, "workspace bad opts");
 
     /* K3 bs 32 / 4k: two 64-row blocks, 132 / 64 = 2 splits of 2048
-     * tokens, so auto runs the pipelined ws-pvg kernel (docs/perf-log.md,
-     * step 24). */
+     * tokens, so auto runs the ws-pvg kernel (docs/perf-log.md, step 26). */
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_AUTO, NULL, &info, &err) == MLA_OK, "%s", err.msg);
     CHECK(info.tier == MLA_GPU_TIER_FAST && info.num_splits == 2 && info.rows_per_cta == 64 &&
               info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG,
@@ -129,18 +139,12 @@ int main(void)
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "K3 bs 1 / 4k");
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PVG, MLA_GPU_FAST_KERNEL_WS_PVG,
                   "K3 bs 1 / 4k, forced ws-pvg");
-    a = k3_args(32, 16384);
-    a.shape.num_heads = 16;
-    a.shape.q_len = 4;
-    a.shape.num_q_tokens = 32 * 4;
+    a = dsv3_args(32, 16384);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS_PVG, "DSV3 bs 32 / 16k");
     expect_kernel(&a, MLA_GPU_TIER_PERHEAD, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_AUTO, "per-head tier");
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.rows_per_cta == 64,
           "DSV3 bs 32 / 16k: one 64-row block, rows %d", info.rows_per_cta);
-    a = k3_args(1, 4096);
-    a.shape.num_heads = 16;
-    a.shape.q_len = 4;
-    a.shape.num_q_tokens = 4;
+    a = dsv3_args(1, 4096);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "DSV3 bs 1 / 4k");
 
     /* The per-head tier runs 4 splits below an average prefix of 4096 (not

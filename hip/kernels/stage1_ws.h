@@ -123,6 +123,25 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
         m_run[h] = m_new;
     }
 }
+// O *= alpha for the rows r0 / r0 + 8 of a PV thread's m64n256 accumulators.
+// Once a row's running max settles, alpha is exactly 1 (exp2 of 0) and the
+// rescale is an identity: skipped per warp. Its 128 multiplies per thread
+// compete for the issue slots of each SM sub-partition with the producer
+// warp right after P_FULL; skipping them gained 3-5% on the large shapes
+// together with the whole-line gather (docs/perf-log.md, steps 18 and 20).
+// A NaN alpha is != 1 and still propagates.
+__device__ __forceinline__ void ws_rescale_o(float (&acc)[128], float a0, float a1)
+{
+    if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            acc[4 * j] *= a0;
+            acc[4 * j + 1] *= a0;
+            acc[4 * j + 2] *= a1;
+            acc[4 * j + 3] *= a1;
+        }
+    }
+}
 // P layouts of the PV operand: 64 rows, the 128-byte swizzled K-major layout
 // of an m64 A operand; 96 rows, K-major without swizzle (8 x 16-byte core
 // matrices, 4 per 8-row group: 64-byte rows, the 6 KB that fit).
@@ -250,17 +269,17 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // (t % 5 == 4) lies over Q's atoms 0-4 at the start of shared memory
     // (40 of the 56 KB of nope columns the producer holds in registers,
     // QR = 28 below; its shared-memory steps read atoms 7 and 8 only). Tile
-    // 4, the first there, is gathered after P_FULL(0), which every producer
-    // thread reaches after its register loads of Q. So the PV warps gather
-    // four tiles ahead and tile t + 2 has two periods to land before the
-    // P_FULL(t) that publishes it (docs/perf-log.md, step 24).
+    // 4, the first there, is gathered after the producer's register loads
+    // of Q: SC's producer gathers it itself after P_FREE(1); with
+    // MLA_AB_NO_SC the PV warps gather it after P_FULL(0), four tiles ahead,
+    // so that tile t + 2 has two periods to land before the P_FULL(t) that
+    // publishes it (docs/perf-log.md, steps 24 and 26).
     auto stage_el = [&](int t) -> int {
         const int st = t % STG;
         if constexpr (PVG)
             return st == 4 ? -(int)(SM.kv - SM.q) / 2 : st * TN * D_MAX;
         return st * TN * D_MAX;
     };
-    static_assert(!PVG || TN * D_MAX * 2 <= 7 * ROWS * 128, "PVG: the fifth stage stays below Q's atom 7");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base =
         smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
@@ -794,15 +813,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
                     for (int j = 0; j < 4; ++j)
                         pk[h][j] = pack_bf2(sv[4 * j + 2 * h], sv[4 * j + 2 * h + 1]);
-                if (__any_sync(0xffffffffu, al[0] != 1.f || al[1] != 1.f)) { // as below
-#pragma unroll
-                    for (int j = 0; j < 32; ++j) {
-                        acc[4 * j] *= al[0];
-                        acc[4 * j + 1] *= al[0];
-                        acc[4 * j + 2] *= al[1];
-                        acc[4 * j + 3] *= al[1];
-                    }
-                }
+                ws_rescale_o(acc, al[0], al[1]);
                 const uint64_t dv = wg_desc_mn_sw128(
                     (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + (c0 / 64) * TN * 64));
                 // A fragments of k16 steps 0 and 1: rows r0 / r0 + 8, tokens
@@ -834,22 +845,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             }
             nbar_sync(BAR_P_FULL, NT);
             const float a0 = Al[r0], a1 = Al[r0 + 8];
-            // Once a row's running max settles, alpha is exactly 1 (exp2 of
-            // 0) and the rescale is an identity: skipped per warp. Its 128
-            // multiplies per thread compete for the issue slots of each SM
-            // sub-partition with the producer warp right after P_FULL;
-            // skipping them gained 3-5% on the large shapes together with
-            // the whole-line gather (docs/perf-log.md, steps 18 and 20). A
-            // NaN alpha is != 1 and still propagates.
-            if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
-#pragma unroll
-                for (int j = 0; j < 32; ++j) {
-                    acc[4 * j] *= a0;
-                    acc[4 * j + 1] *= a0;
-                    acc[4 * j + 2] *= a1;
-                    acc[4 * j + 3] *= a1;
-                }
-            }
+            ws_rescale_o(acc, a0, a1);
             // V columns c0 .. c0 + 255 of the tile: atoms c0 / 64 .., a
             // k16 step is 16 token rows (2048 bytes) further.
             const uint64_t dv = wg_desc_mn_sw128(

@@ -21,6 +21,7 @@
 // racecheck clean; arrive-only named barriers cannot.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 __device__ __forceinline__ void bar_sync(int id, int n)
 {
@@ -107,7 +108,17 @@ __global__ void k(float *out, int n, int mode)
 
 int main(int argc, char **argv)
 {
-    const int mode = argc > 1 ? atoi(argv[1]) : 0, n = 6;
+    // One argument, the mode 0-3 (see the top of the file); 0 without one.
+    const char *m = argc > 1 ? argv[1] : "0";
+    if (argc > 2 || m[0] < '0' || m[0] > '3' || m[1] != '\0') {
+        const bool help = !strcmp(m, "--help") || !strcmp(m, "-h");
+        fprintf(help ? stdout : stderr,
+                "usage: %s [MODE]\n  MODE 0: named barriers, barrier.arrive signalling (correct)\n"
+                "  1: the same with a race planted\n  2: mbarriers (correct)\n  3: mbarriers with a race planted\n",
+                argv[0]);
+        return help ? 0 : 2;
+    }
+    const int mode = m[0] - '0', n = 6;
     float *d = nullptr, h[384];
     if (cudaMalloc(&d, sizeof h) != cudaSuccess)
         return 2;
