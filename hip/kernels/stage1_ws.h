@@ -294,6 +294,18 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // tile loop into registers.
     uint64_t *Qdesc = (uint64_t *)(base + SM.qdesc);
 
+    // SC's hand-over (mbarriers in Al, which SC does not use), by tile
+    // parity b = t & 1, phase t >> 1:
+    //   FULL[b]: the 128 producer threads wrote S(t) into buffer b, and tile
+    //            t + 1 has landed (the producer waits for it too: chain
+    //            t + 1 reads every gathering thread's copies);
+    //   REL[b]:  the 256 PV threads read S(t) and their PV(t - 1) is done,
+    //            so buffer b (S(t + 2)) and tile t - 1's stage are free.
+    // Buffer 0 is P's 8 KB, buffer 1 Q's atom 5 (register-held, read only
+    // by the producer's loads of Q before FULL(0)).
+    const uint32_t mb_full = (uint32_t)__cvta_generic_to_shared(Al), mb_rel = mb_full + 16;
+    const uint32_t sbuf0 = (uint32_t)__cvta_generic_to_shared(Ps),
+                   sbuf1 = (uint32_t)__cvta_generic_to_shared(Qs) + 5u * ROWS * 128u;
     pdl_launch_dependents();
     const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x;
@@ -309,6 +321,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     if (tid == 0) {
         Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
         Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
+        if constexpr (SC) {
+            mbar_init(mb_full, 128);
+            mbar_init(mb_full + 8, 128);
+            mbar_init(mb_rel, 256);
+            mbar_init(mb_rel + 8, 256);
+        }
     }
     const int chunks = D >> 3;
     const int ntiles = (n + TN - 1) / TN;
@@ -586,38 +604,47 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + stage_el(t)));
         };
         if constexpr (SC) {
-            // Per tile: wait for chain t, S(t) out, P_FULL(t), then
-            // P_FREE(t), which the PV warps reach once they have read S(t)
-            // into registers (their loads are not queued behind the chain's
-            // shared-memory reads: step 26), chain t + 1, which overlaps
-            // their softmax and PV(t). The chain past the last tile reads a
-            // stage nobody writes any more and is discarded (no branch
-            // around the wgmma).
+            // Per tile: wait for chain t, S(t) into buffer t & 1, FULL(t)
+            // (arrive, then wait: every gathering thread's part of tile t + 1
+            // has landed), chain t + 1, which overlaps the PV warps' loads
+            // of S(t), their softmax and PV(t); then tile t + 3 into tile
+            // t - 2's stage once REL(t - 1) says PV(t - 2) is done. The
+            // producer never waits for the PV warps to take S(t): it runs up
+            // to a tile ahead of them (docs/perf-log.md, step 27). Buffer
+            // t & 1 is free: REL(t - 2), waited for one tile earlier, says
+            // S(t - 2) was read. The chain past the last tile reads a stage
+            // nobody writes any more and is discarded (no branch around the
+            // wgmma).
             // The producer gathers (the PV warps' copies sat in front of
             // their softmax, step 26), its warps 0-1 the even tiles, 2-3 the
-            // odd ones: tile t + 3 into tile t - 2's stage after chain t + 1
-            // is issued. The proxy fence waits for every copy of its thread
+            // odd ones. The proxy fence waits for every copy of its thread
             // in flight, so each thread fences only the tile it publishes,
             // with none of its own newer than that in flight: half of the
             // warps wait for tile t + 1 (issued two tiles earlier) before
-            // P_FULL(t).
+            // FULL(t).
             const int par = w >> 1;
-            float4 *Sw = (float4 *)Ps + tid;
+            static_assert(!SC || (TN * D_MAX * 2 <= 5 * ROWS * 128 && QR / 4 > 5),
+                          "SC: S buffer 1 in Q's atom 5, past the fifth stage, held in registers");
             float acc[16];
             if (ntiles > 0)
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(0));
             for (int t = 0; t < ntiles; ++t) {
                 wg_wait<0>();
+                const uint32_t sw = ((t & 1) ? sbuf1 : sbuf0) + 16u * (uint32_t)tid;
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+                    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(sw + 2048u * j), "f"(acc[4 * j]),
+                                 "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
+                                 : "memory");
                 if (((t + 1) & 1) == par) {
                     cp_async_wait_group<0>(); // tile t + 1, this thread's only copies in flight
                     fence_proxy_async();      // wgmma (async proxy) reads it
                 }
-                nbar_sync(BAR_P_FULL, NT);
-                nbar_sync(BAR_P_FREE, NT);
+                mbar_arrive(mb_full + 8u * (t & 1));
+                mbar_wait(mb_full + 8u * (t & 1), (t >> 1) & 1);
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
+                if (t > 0)
+                    mbar_wait(mb_rel + 8u * ((t - 1) & 1), ((t - 1) >> 1) & 1);
                 if (((t + GA) & 1) == par) {
                     load_half(t + GA, half_next);
                     cp_async_commit();
@@ -777,12 +804,13 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             acc[i] = 0.f;
         float mS[2] = {-INFINITY, -INFINITY}, lS[2] = {0.f, 0.f};
         if constexpr (SC) {
-            // (A 32-bit shared address, loaded by asm: ptxas rebuilt the
+            // (32-bit shared addresses, loaded by asm: ptxas rebuilt the
             // generic pointer from the thread index every tile, an S2R
             // that waited behind the MIO queue.)
-            const uint32_t sv_addr = (uint32_t)__cvta_generic_to_shared(Ps) + 16u * (uint32_t)(tid & 127);
+            const uint32_t sv_off = 16u * (uint32_t)(tid & 127);
             for (int t = 0; t < ntiles; ++t) {
-                nbar_sync(BAR_P_FULL, NT);
+                mbar_wait(mb_full + 8u * (t & 1), (t >> 1) & 1);
+                const uint32_t sv_addr = ((t & 1) ? sbuf1 : sbuf0) + sv_off;
                 float sv[16];
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -790,7 +818,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                                  : "=f"(sv[4 * j]), "=f"(sv[4 * j + 1]), "=f"(sv[4 * j + 2]), "=f"(sv[4 * j + 3])
                                  : "r"(sv_addr + 2048u * j)
                                  : "memory");
-                nbar_sync(BAR_P_FREE, NT); // S(t) read: the producer may issue chain t + 1
                 uint32_t pk[2][4];
                 float al[2];
                 const int valid = n - t * TN < TN ? n - t * TN : TN;
@@ -803,6 +830,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 else
                     ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
+                mbar_arrive(mb_rel + 8u * (t & 1)); // S(t) read, PV(t - 1) done
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
 #pragma unroll
