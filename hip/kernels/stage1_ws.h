@@ -250,10 +250,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // match thread for thread) and takes P from registers (RS-form wgmma).
     // MLA_AB_NO_SC builds the earlier pipelined producer for A/B runs.
     constexpr bool SC = ws_softmax_in_pv(PVG);
-    // Tiles gathered ahead. SC: 3 (by the producer), into tile t - 2's
-    // stage, the newest one both PV warpgroups are known to be done with at
-    // P_FULL(t) (each waited for its PV(t - 2) before P_FREE(t - 1)).
-    constexpr int GA = SC ? 3 : STG - 1;
+    // Tiles gathered ahead. SC: 4, by the PV warpgroups, each its own V
+    // columns into the stage of its finished PV(t - 1) (see load_pv).
+    constexpr int GA = SC ? 4 : STG - 1;
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
     // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
@@ -371,10 +370,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
     };
 
-    // SC: the producer gathers by tile parity (warps 0-1 even tiles, 2-3
-    // odd), 64 threads a tile: 8 per token, tokens my_tok8 + 8k (k < 4),
-    // each with load_tile's whole-line requests and swizzle ((my_tok8 + 8k)
-    // & 7 == my_tok8 & 7).
+    // SC: the PV warpgroups gather, by tile parity (warps 0-1 of each even
+    // tiles, 2-3 odd), 64 threads a tile: 8 per token, tokens my_tok8 + 8k
+    // (k < 4), each with load_tile's whole-line requests and swizzle
+    // ((my_tok8 + 8k) & 7 == my_tok8 & 7). Warpgroup g copies only what
+    // no other warpgroup's wgmma still reads once its own PV(t - 1) is done:
+    // its V columns (atoms 4g - 4 .. 4g - 1; the producer's chain t - 1
+    // ended before FULL(t - 1)) and the rope atom 8 of tokens 16g - 16 ..
+    // 16g - 1 (read by the chain only).
     const int my_tok8 = (tid & 63) >> 3;
     struct Half {
         int64_t s[4]; // -1: none (zero fill)
@@ -389,9 +392,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         return h;
     };
     const uint32_t dst_half = (uint32_t)(my_tok8 * 128 + ((my_c ^ (my_tok8 & 7)) << 4));
-    auto load_half = [&](int t, const Half &h) {
+    auto load_pv = [&](int t, const Half &h) {
         if (t >= ntiles)
             return;
+        const int a0 = 4 * (wg_idx - 1);
         const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -399,8 +403,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 (const unsigned char *)(p.kv + (h.s[k] >= 0 ? h.s[k] : 0) * p.kv_ss + my_c * 8);
             const int nb = h.s[k] >= 0 ? 16 : 0;
 #pragma unroll
-            for (int j = 0; j < D_MAX / 64; ++j)
-                cp_async16_s(st + (uint32_t)(j * TN * 128 + k * 1024), src + 128 * j, nb);
+            for (int j = 0; j < 4; ++j)
+                cp_async16_s(st + (uint32_t)((a0 + j) * TN * 128 + k * 1024), src + 128 * (a0 + j), nb);
+            if ((k >> 1) == wg_idx - 1)
+                cp_async16_s(st + (uint32_t)(8 * TN * 128 + k * 1024), src + 128 * 8, nb);
         }
     };
     Half half_next{};
@@ -495,23 +501,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         // code, and speed, are unchanged by the fp8 variant.)
         if (producer) {
             if constexpr (F8 || PVG) {
-                if constexpr (SC) {
-                    // Tiles 0 .. GA - 1, each by its parity's warps (see
-                    // load_half); Q and tiles 0 and 1 landed (chain 1 is
-                    // issued before the first hand-over).
-                    const int par = (tid >> 6) & 1;
-                    for (int t = par; t < GA; t += 2) {
-                        load_half(t, half_of(t));
-                        cp_async_commit();
-                    }
-                    half_next = half_of(GA + ((GA + par) & 1)); // its next tile
-                    if (par == 0)
-                        cp_async_wait_group<1>();
-                    else
-                        cp_async_wait_group<0>();
-                } else {
-                    cp_async_wait_all(); // the PV warpgroups gather the tiles
-                }
+                cp_async_wait_all(); // the PV warpgroups gather the tiles
             } else {
                 // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
                 // issues tile t + STG - 1 into the stage tile t - 1 leaves.
@@ -553,6 +543,13 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 // Q and tiles 0 and 1: the producer issues the chain of
                 // tile 1 before the first hand-over.
                 cp_async_wait_group<GA - 2>();
+            } else if constexpr (SC) {
+                // Tiles 0 .. GA - 1 (load_pv), all landed before the loop.
+                const int gpar = (tid >> 6) & 1;
+                for (int t = gpar; t < GA; t += 2)
+                    load_pv(t, half_of(t));
+                half_next = half_of(GA + gpar); // its next tile
+                cp_async_wait_all();
             } else {
                 cp_async_wait_all();
             }
@@ -573,14 +570,16 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // C7512); so does SC, whose producer holds one set but gathers.
     constexpr int QR = TWO ? 0 : PVG ? 28 : 32;
     static_assert(!PVG || TN * D_MAX * 2 <= QR / 4 * ROWS * 128, "PVG: the fifth stage lies in Q's register-held atoms");
-    // SC: 168 each, as launched (the PV warps hold the scores, their
-    // softmax and P beside O; the producer Q, one set of S accumulators and
-    // the gather).
-    constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
+    // SC: the producer 160 (Q, one set of S accumulators; 152 spilled),
+    // the PV warps 176 (O, the scores, P and the gather; 168 spilled): 160
+    // x 128 + 176 x 256 = 65,536, the whole register file.
+    constexpr int RPROD = SC ? 160 : 184, RPV = SC ? 176 : (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
-        if constexpr (QR > 0 && !SC)
+        if constexpr (SC)
+            regs_dec<RPROD>();
+        else if constexpr (QR > 0)
             regs_inc<RPROD>();
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
@@ -604,27 +603,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + stage_el(t)));
         };
         if constexpr (SC) {
-            // Per tile: wait for chain t, S(t) into buffer t & 1, FULL(t)
-            // (arrive, then wait: every gathering thread's part of tile t + 1
-            // has landed), chain t + 1, which overlaps the PV warps' loads
-            // of S(t), their softmax and PV(t); then tile t + 3 into tile
-            // t - 2's stage once REL(t - 1) says PV(t - 2) is done. The
-            // producer never waits for the PV warps to take S(t): it runs up
-            // to a tile ahead of them (docs/perf-log.md, step 27). Buffer
-            // t & 1 is free: REL(t - 2), waited for one tile earlier, says
-            // S(t - 2) was read. The chain past the last tile reads a stage
-            // nobody writes any more and is discarded (no branch around the
-            // wgmma).
-            // The producer gathers (the PV warps' copies sat in front of
-            // their softmax, step 26), its warps 0-1 the even tiles, 2-3 the
-            // odd ones. The proxy fence waits for every copy of its thread
-            // in flight, so each thread fences only the tile it publishes,
-            // with none of its own newer than that in flight: half of the
-            // warps wait for tile t + 1 (issued two tiles earlier) before
-            // FULL(t).
-            const int par = w >> 1;
+            // Per tile: wait for chain t, S(t) into buffer t & 1, FULL(t),
+            // then REL(t - 1) (the PV warps published tile t + 1, and S
+            // buffer t + 1 & 1 was read) and chain t + 1, which overlaps the
+            // PV warps' loads of S(t), their softmax and PV(t). The producer
+            // neither gathers nor waits for the PV warps to take S(t): it
+            // runs up to a tile ahead of them (docs/perf-log.md, step 27).
+            // The chain past the last tile reads a stage nobody writes any
+            // more and is discarded (no branch around the wgmma).
             static_assert(!SC || (TN * D_MAX * 2 <= 5 * ROWS * 128 && QR / 4 > 5),
                           "SC: S buffer 1 in Q's atom 5, past the fifth stage, held in registers");
+            // Every producer thread has its Q in registers before any
+            // stores S(1) over atom 5.
+            nbar_sync(BAR_P_FULL, 128);
             float acc[16];
             if (ntiles > 0)
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(0));
@@ -636,20 +627,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(sw + 2048u * j), "f"(acc[4 * j]),
                                  "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
                                  : "memory");
-                if (((t + 1) & 1) == par) {
-                    cp_async_wait_group<0>(); // tile t + 1, this thread's only copies in flight
-                    fence_proxy_async();      // wgmma (async proxy) reads it
-                }
                 mbar_arrive(mb_full + 8u * (t & 1));
-                mbar_wait(mb_full + 8u * (t & 1), (t >> 1) & 1);
-                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
                 if (t > 0)
                     mbar_wait(mb_rel + 8u * ((t - 1) & 1), ((t - 1) >> 1) & 1);
-                if (((t + GA) & 1) == par) {
-                    load_half(t + GA, half_next);
-                    cp_async_commit();
-                    half_next = half_of(t + GA + 2);
-                }
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
             }
             wg_wait<0>();
         } else if constexpr (PVG) {
@@ -793,7 +774,9 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
-        if constexpr (QR > 0 && !SC)
+        if constexpr (SC)
+            regs_inc<RPV>();
+        else if constexpr (QR > 0)
             regs_dec<RPV>();
         const int c0 = 256 * (wg_idx - 1);
         const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
@@ -808,6 +791,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // generic pointer from the thread index every tile, an S2R
             // that waited behind the MIO queue.)
             const uint32_t sv_off = 16u * (uint32_t)(tid & 127);
+            const int gpar = (tid >> 6) & 1;
             for (int t = 0; t < ntiles; ++t) {
                 mbar_wait(mb_full + 8u * (t & 1), (t >> 1) & 1);
                 const uint32_t sv_addr = ((t & 1) ? sbuf1 : sbuf0) + sv_off;
@@ -830,7 +814,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 else
                     ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
-                mbar_arrive(mb_rel + 8u * (t & 1)); // S(t) read, PV(t - 1) done
+                if (((t + 2) & 1) == gpar) {
+                    cp_async_wait_group<0>(); // tile t + 2, this thread's only copies in flight
+                    fence_proxy_async();      // wgmma (async proxy) reads it
+                }
+                mbar_arrive(mb_rel + 8u * (t & 1)); // S(t) read, PV(t - 1) done, tile t + 2 landed
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
 #pragma unroll
@@ -852,6 +840,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 wgmma_m64n256k16_rs_tb(acc, a0, dv);
                 wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
                 wg_commit();
+                // Tile t + 4 into tile t - 1's stage, while PV(t) runs.
+                if (((t + GA) & 1) == gpar) {
+                    load_pv(t + GA, half_next);
+                    cp_async_commit();
+                    half_next = half_of(t + GA + 2);
+                }
             }
             wg_wait<0>();
             if (wg_idx == 1 && tq == 0) {
