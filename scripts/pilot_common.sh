@@ -27,23 +27,23 @@ echo "build $(( $(date +%s) - t0 )) s"
 grep -E 'Compiling entry|spill|Used' "$OUT/build.log" | sed 's/ptxas info    : //' | paste - - - | sort -u | grep stage1_ws
 
 # pilot_validate NAME ARGS...: build-cuda's mla-validate ARGS (16 BLAS
-# threads, at most 300 s) into $OUT/val_NAME.log; prints its exit status and
+# threads, at most 150 s: a hung kernel must not eat the device call) into $OUT/val_NAME.log; prints its exit status and
 # its FAIL / ERROR / summary lines.
 pilot_validate() {
     local name=$1
     shift
-    OPENBLAS_NUM_THREADS=16 timeout 300 build-cuda/validate/mla-validate "$@" > "$OUT/val_$name.log" 2>&1
+    OPENBLAS_NUM_THREADS=16 timeout 150 build-cuda/validate/mla-validate "$@" > "$OUT/val_$name.log" 2>&1
     echo "$name rc $?"
     grep -E "FAIL|ERROR|passed" "$OUT/val_$name.log" | tail -6
 }
 # pilot_sanitize ARGS...: mla-validate ARGS under compute-sanitizer memcheck,
-# racecheck and synccheck (exit 3 on a finding) into $OUT/san_TOOL.log;
+# racecheck and synccheck (exit 3 on a finding, at most 200 s each) into $OUT/san_TOOL.log;
 # prints each tool's exit status and summary line.
 pilot_sanitize() {
     local cs tool
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck; do
-        "$cs" --tool $tool --error-exitcode 3 build-cuda/validate/mla-validate "$@" > "$OUT/san_$tool.log" 2>&1
+        timeout 200 "$cs" --tool $tool --error-exitcode 3 build-cuda/validate/mla-validate "$@" > "$OUT/san_$tool.log" 2>&1
         echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
     done
 }

@@ -567,13 +567,17 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // steps would need the PV warps below 152, which ptxas refuses. PVG
     // keeps 28 steps (448 columns): its second set of 16 S accumulators
     // does not fit beside 32 (ptxas spilled and serialized the wgmma,
-    // C7512); so does SC, whose producer holds one set but gathers.
-    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;
+    // C7512). SC keeps 24 (384 columns; atoms 0-5 held): its producer gets
+    // 152 registers so that the PV warps, which gather, get 176 (below).
+    constexpr int QR = TWO ? 0 : SC ? 24 : PVG ? 28 : 32;
     static_assert(!PVG || TN * D_MAX * 2 <= QR / 4 * ROWS * 128, "PVG: the fifth stage lies in Q's register-held atoms");
-    // SC: the producer 160 (Q, one set of S accumulators; 152 spilled),
-    // the PV warps 176 (O, the scores, P and the gather; 168 spilled): 160
-    // x 128 + 176 x 256 = 65,536, the whole register file.
-    constexpr int RPROD = SC ? 160 : 184, RPV = SC ? 176 : (504 - RPROD) / 2;
+    // SC: the producer 152 (Q's 24 register steps, one set of S
+    // accumulators), the PV warps 176 (O, the scores, P and the gather; 168
+    // spilled). setmaxnreg only moves the CTA's launch allocation (168 x 384
+    // = 504 x 128) between warpgroups: a total above it waits forever in
+    // setmaxnreg.inc (160 / 176 hung on the device).
+    constexpr int RPROD = SC ? 152 : 184, RPV = (504 - RPROD) / 2;
+    static_assert(RPROD + 2 * RPV <= 504 && RPROD % 8 == 0 && RPV % 8 == 0, "setmaxnreg within the launch allocation");
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
