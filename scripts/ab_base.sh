@@ -45,7 +45,7 @@ esac
 . "$(dirname "$0")/pilot_common.sh"
 # A hung kernel (a barrier or setmaxnreg that never completes) stops here,
 # not after the checks' time limits.
-timeout 60 build-cuda/hip/mla-bench --backends fast --no-ceilings --fast-kernel "$kernel" --only 12,8,1,1024 \
+mkdir -p /tmp/ab_probe && timeout 60 build-cuda/hip/mla-bench --backends fast --no-ceilings --fast-kernel "$kernel" --only 12,8,1,1024 \
     --out /tmp/ab_probe > "$OUT/probe.log" 2>&1 || { echo "probe failed (rc $?)"; tail -5 "$OUT/probe.log"; exit 1; }
 base=.tools/base-src
 [ -f "$base/CMakePresets.json" ] || { echo "ab_base: no base source tree in $base"; exit 2; }
