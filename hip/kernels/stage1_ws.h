@@ -546,8 +546,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             } else if constexpr (SC) {
                 // Tiles 0 .. GA - 1 (load_pv), all landed before the loop.
                 const int gpar = (tid >> 6) & 1;
-                for (int t = gpar; t < GA; t += 2)
+                for (int t = gpar; t < GA; t += 2) {
                     load_pv(t, half_of(t));
+                    cp_async_commit(); // cp.async.wait_group waits for committed groups only
+                }
                 half_next = half_of(GA + gpar); // its next tile
                 cp_async_wait_all();
             } else {
