@@ -57,6 +57,13 @@ __host__ __device__ constexpr bool ws_softmax_in_pv(bool pvg)
 #endif
 }
 
+// Threads of stage1_ws_kernel: a producer warpgroup, NPW PV warps and, when
+// the softmax runs in the PV warpgroups (SC), a gather warpgroup.
+__host__ __device__ constexpr int ws_threads(int npw, bool pvg)
+{
+    return (npw + 4 + (ws_softmax_in_pv(pvg) ? 4 : 0)) * 32;
+}
+
 // exp2 of the softmax: ex2.approx.ftz, without exp2f's two multiplies that
 // rescale results below 2^-126 (weights that small vanish beside the row's
 // largest, 1, in l and in bf16 P anyway). On the producer's path: 8% of K3
@@ -233,10 +240,10 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // t + STG - 1 into the stage tile t - 1 left while their PV wgmma of tile t
 // runs, and the producer pipelines S with its softmax and the P stores.
 template <int MT, int NPW, bool F8, bool PVG>
-__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
+__global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
-    constexpr int NT = (NPW + 4) * 32;
+    constexpr int NT = ws_threads(NPW, PVG);
     static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
     static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
     static_assert(!PVG || (ROWS == 64 && !F8), "PV-warp gather: bf16, 64-row blocks");
@@ -250,9 +257,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // match thread for thread) and takes P from registers (RS-form wgmma).
     // MLA_AB_NO_SC builds the earlier pipelined producer for A/B runs.
     constexpr bool SC = ws_softmax_in_pv(PVG);
-    // Tiles gathered ahead. SC: 4, by the PV warpgroups, each its own V
-    // columns into the stage of its finished PV(t - 1) (see load_pv).
-    constexpr int GA = SC ? 4 : STG - 1;
+    // Tiles gathered ahead (SC: the gather warpgroup, up to 4).
+    constexpr int GA = STG - 1;
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
     // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
@@ -293,16 +299,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // tile loop into registers.
     uint64_t *Qdesc = (uint64_t *)(base + SM.qdesc);
 
-    // SC's hand-over (mbarriers in Al, which SC does not use), by tile
-    // parity b = t & 1, phase t >> 1:
-    //   FULL[b]: the 128 producer threads wrote S(t) into buffer b, and tile
-    //            t + 1 has landed (the producer waits for it too: chain
-    //            t + 1 reads every gathering thread's copies);
-    //   REL[b]:  the 256 PV threads read S(t) and their PV(t - 1) is done,
-    //            so buffer b (S(t + 2)) and tile t - 1's stage are free.
-    // Buffer 0 is P's 8 KB, buffer 1 Q's atom 5 (register-held, read only
-    // by the producer's loads of Q before FULL(0)).
-    const uint32_t mb_full = (uint32_t)__cvta_generic_to_shared(Al), mb_rel = mb_full + 16;
+    // SC's hand-overs: mbarriers in Al (which SC does not use), waited for
+    // by phase parity; none can run two phases ahead of its waiters.
+    //   FULL[t & 1] (128 producer threads): S(t) is in S buffer t & 1;
+    //   SFREE[t % 5] (256 PV threads, in PV iteration t + 1): PV(t) is done
+    //            and S(t + 1) was read, so tile t's stage and S buffer t & 1
+    //            are free;
+    //   LOADED[t % 5] (32 threads, the gather warp t % 4): tile t landed and
+    //            was proxy-fenced;
+    //   QFREE (128 producer threads, once): Q's atoms 0-5 are in registers,
+    //            so stage 4 and S buffer 1 may overwrite them.
+    // S buffer 0 is P's 8 KB, buffer 1 Q's atom 5.
+    const uint32_t mb_full = (uint32_t)__cvta_generic_to_shared(Al), mb_sfree = mb_full + 16,
+                   mb_loaded = mb_full + 56, mb_qfree = mb_full + 96;
     const uint32_t sbuf0 = (uint32_t)__cvta_generic_to_shared(Ps),
                    sbuf1 = (uint32_t)__cvta_generic_to_shared(Qs) + 5u * ROWS * 128u;
     pdl_launch_dependents();
@@ -321,10 +330,13 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
         Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
         if constexpr (SC) {
-            mbar_init(mb_full, 128);
-            mbar_init(mb_full + 8, 128);
-            mbar_init(mb_rel, 256);
-            mbar_init(mb_rel + 8, 256);
+            for (int i = 0; i < 2; ++i)
+                mbar_init(mb_full + 8u * i, 128);
+            for (int i = 0; i < 5; ++i) {
+                mbar_init(mb_sfree + 8u * i, 256);
+                mbar_init(mb_loaded + 8u * i, 32);
+            }
+            mbar_init(mb_qfree, 128);
         }
     }
     const int chunks = D >> 3;
@@ -369,47 +381,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             cp_async16_s(st + (uint32_t)(j * TN * 128 + 16 * 128), sb + 128 * j, nb);
         }
     };
-
-    // SC: the PV warpgroups gather, by tile parity (warps 0-1 of each even
-    // tiles, 2-3 odd), 64 threads a tile: 8 per token, tokens my_tok8 + 8k
-    // (k < 4), each with load_tile's whole-line requests and swizzle
-    // ((my_tok8 + 8k) & 7 == my_tok8 & 7). Warpgroup g copies only what
-    // no other warpgroup's wgmma still reads once its own PV(t - 1) is done:
-    // its V columns (atoms 4g - 4 .. 4g - 1; the producer's chain t - 1
-    // ended before FULL(t - 1)) and the rope atom 8 of tokens 16g - 16 ..
-    // 16g - 1 (read by the chain only).
-    const int my_tok8 = (tid & 63) >> 3;
-    struct Half {
-        int64_t s[4]; // -1: none (zero fill)
-    };
-    auto half_of = [&](int t) -> Half {
-        Half h;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const int gt = beg + t * TN + my_tok8 + 8 * k;
-            h.s[k] = t < ntiles && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1;
-        }
-        return h;
-    };
-    const uint32_t dst_half = (uint32_t)(my_tok8 * 128 + ((my_c ^ (my_tok8 & 7)) << 4));
-    auto load_pv = [&](int t, const Half &h) {
-        if (t >= ntiles)
-            return;
-        const int a0 = 4 * (wg_idx - 1);
-        const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const unsigned char *src =
-                (const unsigned char *)(p.kv + (h.s[k] >= 0 ? h.s[k] : 0) * p.kv_ss + my_c * 8);
-            const int nb = h.s[k] >= 0 ? 16 : 0;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                cp_async16_s(st + (uint32_t)((a0 + j) * TN * 128 + k * 1024), src + 128 * (a0 + j), nb);
-            if ((k >> 1) == wg_idx - 1)
-                cp_async16_s(st + (uint32_t)(8 * TN * 128 + k * 1024), src + 128 * 8, nb);
-        }
-    };
-    Half half_next{};
 
     // fp8 (PV warpgroups, thread v = tid - 128 < 256): token v / 8 of the
     // tile, 8-code pieces q = v % 8 + 8j, j < 9, of its row: copied into
@@ -543,15 +514,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 // Q and tiles 0 and 1: the producer issues the chain of
                 // tile 1 before the first hand-over.
                 cp_async_wait_group<GA - 2>();
-            } else if constexpr (SC) {
-                // Tiles 0 .. GA - 1 (load_pv), all landed before the loop.
-                const int gpar = (tid >> 6) & 1;
-                for (int t = gpar; t < GA; t += 2) {
-                    load_pv(t, half_of(t));
-                    cp_async_commit(); // cp.async.wait_group waits for committed groups only
-                }
-                half_next = half_of(GA + gpar); // its next tile
-                cp_async_wait_all();
             } else {
                 cp_async_wait_all();
             }
@@ -569,23 +531,24 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // steps would need the PV warps below 152, which ptxas refuses. PVG
     // keeps 28 steps (448 columns): its second set of 16 S accumulators
     // does not fit beside 32 (ptxas spilled and serialized the wgmma,
-    // C7512). SC keeps 24 (384 columns; atoms 0-5 held): its producer gets
-    // 152 registers so that the PV warps, which gather, get 176 (below).
+    // C7512). SC keeps 24 (384 columns; atoms 0-5 held): its producer has
+    // fewer registers (below).
     constexpr int QR = TWO ? 0 : SC ? 24 : PVG ? 28 : 32;
     static_assert(!PVG || TN * D_MAX * 2 <= QR / 4 * ROWS * 128, "PVG: the fifth stage lies in Q's register-held atoms");
-    // SC: the producer 152 (Q's 24 register steps, one set of S
-    // accumulators), the PV warps 176 (O, the scores, P and the gather; 168
-    // spilled). setmaxnreg only moves the CTA's launch allocation (168 x 384
-    // = 504 x 128) between warpgroups: a total above it waits forever in
-    // setmaxnreg.inc (160 / 176 hung on the device).
-    constexpr int RPROD = SC ? 152 : 184, RPV = (504 - RPROD) / 2;
-    static_assert(RPROD + 2 * RPV <= 504 && RPROD % 8 == 0 && RPV % 8 == 0, "setmaxnreg within the launch allocation");
+    // setmaxnreg only moves the CTA's launch allocation between warpgroups:
+    // a total above it waits forever in setmaxnreg.inc (a 160 / 176 / 176
+    // split of 168 x 384 hung on the device). SC launches 512 threads at 128:
+    // the producer RPROD (Q's 24 register steps, one set of S accumulators),
+    // the PV warps 168 (O, the scores, P), the gather warpgroup the rest.
+    constexpr int RPROD = SC ? 144 : 184, RPV = SC ? 168 : (504 - RPROD) / 2;
+    constexpr int RG = SC ? 512 - RPROD - 2 * RPV : 0;
+    static_assert((SC ? RPROD + 2 * RPV + RG == 512 && RG >= 24 : RPROD + 2 * RPV <= 504) && RPROD % 8 == 0 &&
+                      RPV % 8 == 0 && RG % 8 == 0,
+                  "setmaxnreg within the launch allocation");
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
-        if constexpr (SC)
-            regs_dec<RPROD>();
-        else if constexpr (QR > 0)
+        if constexpr (QR > 0)
             regs_inc<RPROD>();
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
@@ -609,24 +572,27 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + stage_el(t)));
         };
         if constexpr (SC) {
-            // Per tile: wait for chain t, S(t) into buffer t & 1, FULL(t),
-            // then REL(t - 1) (the PV warps published tile t + 1, and S
-            // buffer t + 1 & 1 was read) and chain t + 1, which overlaps the
-            // PV warps' loads of S(t), their softmax and PV(t). The producer
-            // neither gathers nor waits for the PV warps to take S(t): it
-            // runs up to a tile ahead of them (docs/perf-log.md, step 27).
-            // The chain past the last tile reads a stage nobody writes any
-            // more and is discarded (no branch around the wgmma).
+            // Per tile: wait for chain t, S(t) into buffer t & 1 (free once
+            // SFREE(t - 2) says S(t - 1) was read), FULL(t), LOADED(t + 1),
+            // chain t + 1, which overlaps the PV warps' loads of S(t), their
+            // softmax and PV(t). The producer neither gathers nor waits for
+            // the PV warps to take S(t) (docs/perf-log.md, step 27): no copy
+            // of its own is in flight at its wgmma.fence, which waits for
+            // them. The chain past the last tile reads a stage nobody writes
+            // any more and is discarded (no branch around the wgmma).
             static_assert(!SC || (TN * D_MAX * 2 <= 5 * ROWS * 128 && QR / 4 > 5),
                           "SC: S buffer 1 in Q's atom 5, past the fifth stage, held in registers");
-            // Every producer thread has its Q in registers before any
-            // stores S(1) over atom 5.
-            nbar_sync(BAR_P_FULL, 128);
+            mbar_arrive(mb_qfree);
+            mbar_wait(mb_qfree, 0); // every producer thread's Q is in registers
             float acc[16];
-            if (ntiles > 0)
+            if (ntiles > 0) {
+                mbar_wait(mb_loaded, 0);
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(0));
+            }
             for (int t = 0; t < ntiles; ++t) {
                 wg_wait<0>();
+                if (t >= 2)
+                    mbar_wait(mb_sfree + 8u * ((t - 2) % 5), ((t - 2) / 5) & 1);
                 const uint32_t sw = ((t & 1) ? sbuf1 : sbuf0) + 16u * (uint32_t)tid;
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -634,8 +600,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                                  "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
                                  : "memory");
                 mbar_arrive(mb_full + 8u * (t & 1));
-                if (t > 0)
-                    mbar_wait(mb_rel + 8u * ((t - 1) & 1), ((t - 1) >> 1) & 1);
+                if (t + 1 < ntiles)
+                    mbar_wait(mb_loaded + 8u * ((t + 1) % 5), ((t + 1) / 5) & 1);
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
             }
             wg_wait<0>();
@@ -777,6 +743,50 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     bf16_t *Os = Ks;
     if (producer) {
         // Warpgroup 0 only joins the copy-out below.
+    } else if (SC && wg_idx == 3) {
+        // SC's gather warpgroup: warp gw takes tiles gw, gw + 4, ..., one at
+        // a time: into its stage once SFREE says PV(t - 5) is done (tile 4,
+        // in Q's atoms 0-4: once QFREE says Q is in registers), then waits
+        // for its copies and fences them before LOADED. The warps that issue
+        // wgmma hold no copies: wgmma.fence waits for the issuing warp's
+        // copies in flight (the PV warps' own gather stalled their PV wgmma
+        // for the copies' latency, docs/perf-log.md step 27). Lanes: 8 per
+        // token (whole 128-byte lines, as load_tile), tokens tk + 4k (k < 8);
+        // lane i looks up the slot of token i, the others shuffle it.
+        if constexpr (SC)
+            regs_dec<RG>();
+        const int gw = (tid >> 5) & 3, lane = tid & 31, tk = lane >> 3, gc = lane & 7;
+        const uint32_t d0 = (uint32_t)(tk * 128 + ((gc ^ tk) << 4)),
+                       d1 = (uint32_t)((tk + 4) * 128 + ((gc ^ (tk + 4)) << 4));
+        auto slot_at = [&](int t) -> long long {
+            const int gt = beg + t * TN + lane;
+            return t < ntiles && gt < end ? (long long)p.kv_indices[kv0 + gt] : -1LL;
+        };
+        long long slot = slot_at(gw);
+        for (int t = gw; t < ntiles; t += 4) {
+            if (t == 4)
+                mbar_wait(mb_qfree, 0);
+            else if (t > 4)
+                mbar_wait(mb_sfree + 8u * ((t - 5) % 5), ((t - 5) / 5) & 1);
+            const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2);
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const long long sk = __shfl_sync(0xffffffffu, slot, tk + 4 * k);
+                const unsigned char *src =
+                    (const unsigned char *)(p.kv + (sk >= 0 ? sk : 0) * p.kv_ss + gc * 8);
+                const int nb = sk >= 0 ? 16 : 0;
+                const uint32_t d = st + ((k & 1) ? d1 : d0) + (uint32_t)((k >> 1) * 1024);
+#pragma unroll
+                for (int j = 0; j < D_MAX / 64; ++j)
+                    cp_async16_s(d + (uint32_t)(j * TN * 128), src + 128 * j, nb);
+            }
+            cp_async_commit();
+            slot = slot_at(t + 4); // its latency hides behind the copies'
+            cp_async_wait_group<0>();
+            fence_proxy_async(); // wgmma (async proxy) reads the tile
+            mbar_arrive(mb_loaded + 8u * (t % 5));
+        }
+        nbar_sync(BAR_END, NT);
     } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
@@ -797,7 +807,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // generic pointer from the thread index every tile, an S2R
             // that waited behind the MIO queue.)
             const uint32_t sv_off = 16u * (uint32_t)(tid & 127);
-            const int gpar = (tid >> 6) & 1;
             for (int t = 0; t < ntiles; ++t) {
                 mbar_wait(mb_full + 8u * (t & 1), (t >> 1) & 1);
                 const uint32_t sv_addr = ((t & 1) ? sbuf1 : sbuf0) + sv_off;
@@ -820,11 +829,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 else
                     ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
-                if (((t + 2) & 1) == gpar) {
-                    cp_async_wait_group<0>(); // tile t + 2, this thread's only copies in flight
-                    fence_proxy_async();      // wgmma (async proxy) reads it
-                }
-                mbar_arrive(mb_rel + 8u * (t & 1)); // S(t) read, PV(t - 1) done, tile t + 2 landed
+                if (t > 0)
+                    mbar_arrive(mb_sfree + 8u * ((t - 1) % 5)); // PV(t - 1) done, S(t) read
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
 #pragma unroll
@@ -842,16 +848,18 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
                 const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
                 const uint32_t a1[4] = {pk[0][2], pk[1][2], pk[0][3], pk[1][3]};
+                // As m64n128k16 pairs (columns c0 .. c0 + 127, then the next
+                // two V atoms): the kernel runs 512 threads (the gather
+                // warpgroup), too many for an instruction of 128 accumulators.
+                float(&lo)[64] = *reinterpret_cast<float(*)[64]>(&acc[0]);
+                float(&hi)[64] = *reinterpret_cast<float(*)[64]>(&acc[64]);
+                constexpr uint64_t H2 = (2 * TN * 128) >> 4;
                 wg_fence();
-                wgmma_m64n256k16_rs_tb(acc, a0, dv);
-                wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
+                wgmma_m64n128k16_rs_tb(lo, a0, dv);
+                wgmma_m64n128k16_rs_tb(hi, a0, dv + H2);
+                wgmma_m64n128k16_rs_tb(lo, a1, dv + (2048 >> 4));
+                wgmma_m64n128k16_rs_tb(hi, a1, dv + H2 + (2048 >> 4));
                 wg_commit();
-                // Tile t + 4 into tile t - 1's stage, while PV(t) runs.
-                if (((t + GA) & 1) == gpar) {
-                    load_pv(t + GA, half_next);
-                    cp_async_commit();
-                    half_next = half_of(t + GA + 2);
-                }
             }
             wg_wait<0>();
             if (wg_idx == 1 && tq == 0) {
