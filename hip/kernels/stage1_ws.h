@@ -302,16 +302,19 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
     // SC's hand-overs: mbarriers in Al (which SC does not use), waited for
     // by phase parity; none can run two phases ahead of its waiters.
     //   FULL[t & 1] (128 producer threads): S(t) is in S buffer t & 1;
-    //   SFREE[t % 5] (256 PV threads, in PV iteration t + 1): PV(t) is done
-    //            and S(t + 1) was read, so tile t's stage and S buffer t & 1
-    //            are free;
+    //   SREAD[t & 1] (256 PV threads): S(t) was read, S buffer t & 1 is
+    //            free (a separate barrier: with SFREE below the producer
+    //            waited for the PV warps' softmax before every S store, 7%
+    //            slower than the bar.sync hand-over, step 27);
+    //   SFREE[t % 5] (256 PV threads, in PV iteration t + 1): PV(t) is done,
+    //            so tile t's stage is free;
     //   LOADED[t % 5] (32 threads, the gather warp t % 4): tile t landed and
     //            was proxy-fenced;
     //   QFREE (128 producer threads, once): Q's atoms 0-5 are in registers,
     //            so stage 4 and S buffer 1 may overwrite them.
     // S buffer 0 is P's 8 KB, buffer 1 Q's atom 5.
     const uint32_t mb_full = (uint32_t)__cvta_generic_to_shared(Al), mb_sfree = mb_full + 16,
-                   mb_loaded = mb_full + 56, mb_qfree = mb_full + 96;
+                   mb_loaded = mb_full + 56, mb_qfree = mb_full + 96, mb_sread = mb_full + 104;
     const uint32_t sbuf0 = (uint32_t)__cvta_generic_to_shared(Ps),
                    sbuf1 = (uint32_t)__cvta_generic_to_shared(Qs) + 5u * ROWS * 128u;
     pdl_launch_dependents();
@@ -330,8 +333,10 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
         Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
         Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
         if constexpr (SC) {
-            for (int i = 0; i < 2; ++i)
+            for (int i = 0; i < 2; ++i) {
                 mbar_init(mb_full + 8u * i, 128);
+                mbar_init(mb_sread + 8u * i, 256);
+            }
             for (int i = 0; i < 5; ++i) {
                 mbar_init(mb_sfree + 8u * i, 256);
                 mbar_init(mb_loaded + 8u * i, 32);
@@ -573,7 +578,7 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
         };
         if constexpr (SC) {
             // Per tile: wait for chain t, S(t) into buffer t & 1 (free once
-            // SFREE(t - 2) says S(t - 1) was read), FULL(t), LOADED(t + 1),
+            // SREAD(t - 2) says S(t - 2) was read), FULL(t), LOADED(t + 1),
             // chain t + 1, which overlaps the PV warps' loads of S(t), their
             // softmax and PV(t). The producer neither gathers nor waits for
             // the PV warps to take S(t) (docs/perf-log.md, step 27): no copy
@@ -592,7 +597,7 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
             for (int t = 0; t < ntiles; ++t) {
                 wg_wait<0>();
                 if (t >= 2)
-                    mbar_wait(mb_sfree + 8u * ((t - 2) % 5), ((t - 2) / 5) & 1);
+                    mbar_wait(mb_sread + 8u * (t & 1), ((t - 2) >> 1) & 1);
                 const uint32_t sw = ((t & 1) ? sbuf1 : sbuf0) + 16u * (uint32_t)tid;
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -817,6 +822,7 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
                                  : "=f"(sv[4 * j]), "=f"(sv[4 * j + 1]), "=f"(sv[4 * j + 2]), "=f"(sv[4 * j + 3])
                                  : "r"(sv_addr + 2048u * j)
                                  : "memory");
+                mbar_arrive(mb_sread + 8u * (t & 1)); // S buffer t & 1 is free
                 uint32_t pk[2][4];
                 float al[2];
                 const int valid = n - t * TN < TN ? n - t * TN : TN;
@@ -830,7 +836,7 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
                     ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
                 if (t > 0)
-                    mbar_arrive(mb_sfree + 8u * ((t - 1) % 5)); // PV(t - 1) done, S(t) read
+                    mbar_arrive(mb_sfree + 8u * ((t - 1) % 5)); // PV(t - 1) done
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
 #pragma unroll
