@@ -786,7 +786,12 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
                     cp_async16_s(d + (uint32_t)(j * TN * 128), src + 128 * j, nb);
             }
             cp_async_commit();
-            slot = slot_at(t + 4); // its latency hides behind the copies'
+            // The warp's next tile, whose stage frees only about two tile
+            // periods before the producer needs it: into L2 now, four tiles
+            // ahead (its copies waited for DRAM, step 27).
+            slot = slot_at(t + 4);
+            if (slot >= 0)
+                prefetch_l2(p.kv + slot * p.kv_ss, D_MAX * 2);
             cp_async_wait_group<0>();
             fence_proxy_async(); // wgmma (async proxy) reads the tile
             mbar_arrive(mb_loaded + 8u * (t % 5));
