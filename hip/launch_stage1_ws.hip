@@ -15,7 +15,7 @@ hipError_t launch_stage1_ws(const Stage1Params &p, dim3 grid, hipStream_t st)
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
-    MLA_LAUNCH(grid, ws_threads(NPW, PVG), smem, st, p, stage1_ws_kernel<MT, NPW, F8, PVG>);
+    MLA_LAUNCH(grid, (NPW + 4) * 32, smem, st, p, stage1_ws_kernel<MT, NPW, F8, PVG>);
     return hipGetLastError();
 }
 

@@ -47,18 +47,6 @@ __device__ __forceinline__ void cp_async16_s(uint32_t s, const void *gsrc, int s
 {
     cp_async_s<16>(s, gsrc, src_bytes);
 }
-// Prefetch of bytes (a multiple of 16) at a 16-byte aligned global address
-// into L2, with no shared memory and nothing to wait for (sm_90 bulk
-// prefetch). A no-op elsewhere.
-__device__ __forceinline__ void prefetch_l2(const void *gsrc, uint32_t bytes)
-{
-#if defined(MLA_TARGET_NVIDIA) && defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gsrc), "r"(bytes) : "memory");
-#else
-    (void)gsrc;
-    (void)bytes;
-#endif
-}
 __device__ __forceinline__ void cp_async_commit()
 {
 #if defined(MLA_TARGET_NVIDIA)

@@ -57,13 +57,6 @@ __host__ __device__ constexpr bool ws_softmax_in_pv(bool pvg)
 #endif
 }
 
-// Threads of stage1_ws_kernel: a producer warpgroup, NPW PV warps and, when
-// the softmax runs in the PV warpgroups (SC), a gather warpgroup.
-__host__ __device__ constexpr int ws_threads(int npw, bool pvg)
-{
-    return (npw + 4 + (ws_softmax_in_pv(pvg) ? 4 : 0)) * 32;
-}
-
 // exp2 of the softmax: ex2.approx.ftz, without exp2f's two multiplies that
 // rescale results below 2^-126 (weights that small vanish beside the row's
 // largest, 1, in l and in bf16 P anyway). On the producer's path: 8% of K3
@@ -240,10 +233,10 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // t + STG - 1 into the stage tile t - 1 left while their PV wgmma of tile t
 // runs, and the producer pipelines S with its softmax and the P stores.
 template <int MT, int NPW, bool F8, bool PVG>
-__global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stage1Params p)
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
 {
     constexpr int ROWS = 16 * MT;
-    constexpr int NT = ws_threads(NPW, PVG);
+    constexpr int NT = (NPW + 4) * 32;
     static_assert(ROWS == 64 || ROWS == 96, "warp-specialized stage 1 takes 64 or 96 rows");
     static_assert(!F8 || ROWS == 64, "fp8 pools: 64-row blocks only");
     static_assert(!PVG || (ROWS == 64 && !F8), "PV-warp gather: bf16, 64-row blocks");
@@ -257,8 +250,10 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
     // match thread for thread) and takes P from registers (RS-form wgmma).
     // MLA_AB_NO_SC builds the earlier pipelined producer for A/B runs.
     constexpr bool SC = ws_softmax_in_pv(PVG);
-    // Tiles gathered ahead (SC: the gather warpgroup, up to 4).
-    constexpr int GA = STG - 1;
+    // Tiles gathered ahead. SC: 3 (by the producer), into tile t - 2's
+    // stage, the newest one both PV warpgroups are known to be done with at
+    // P_FULL(t) (each waited for its PV(t - 2) before P_FREE(t - 1)).
+    constexpr int GA = SC ? 3 : STG - 1;
     // PV on wgmma in two warpgroups. 64 rows: O[64 x 512] as m64n256k16
     // (256 output columns each, 128 accumulators). 96 rows do not fit
     // wgmma's 64-row blocks, so the product is swapped: O^T[512 x 96] =
@@ -299,24 +294,6 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
     // tile loop into registers.
     uint64_t *Qdesc = (uint64_t *)(base + SM.qdesc);
 
-    // SC's hand-overs: mbarriers in Al (which SC does not use), waited for
-    // by phase parity; none can run two phases ahead of its waiters.
-    //   FULL[t & 1] (128 producer threads): S(t) is in S buffer t & 1;
-    //   SREAD[t & 1] (256 PV threads): S(t) was read, S buffer t & 1 is
-    //            free (a separate barrier: with SFREE below the producer
-    //            waited for the PV warps' softmax before every S store, 7%
-    //            slower than the bar.sync hand-over, step 27);
-    //   SFREE[t % 5] (256 PV threads, in PV iteration t + 1): PV(t) is done,
-    //            so tile t's stage is free;
-    //   LOADED[t % 5] (32 threads, the gather warp t % 4): tile t landed and
-    //            was proxy-fenced;
-    //   QFREE (128 producer threads, once): Q's atoms 0-5 are in registers,
-    //            so stage 4 and S buffer 1 may overwrite them.
-    // S buffer 0 is P's 8 KB, buffer 1 Q's atom 5.
-    const uint32_t mb_full = (uint32_t)__cvta_generic_to_shared(Al), mb_sfree = mb_full + 16,
-                   mb_loaded = mb_full + 56, mb_qfree = mb_full + 96, mb_sread = mb_full + 104;
-    const uint32_t sbuf0 = (uint32_t)__cvta_generic_to_shared(Ps),
-                   sbuf1 = (uint32_t)__cvta_generic_to_shared(Qs) + 5u * ROWS * 128u;
     pdl_launch_dependents();
     const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x;
@@ -332,17 +309,6 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
     if (tid == 0) {
         Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
         Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
-        if constexpr (SC) {
-            for (int i = 0; i < 2; ++i) {
-                mbar_init(mb_full + 8u * i, 128);
-                mbar_init(mb_sread + 8u * i, 256);
-            }
-            for (int i = 0; i < 5; ++i) {
-                mbar_init(mb_sfree + 8u * i, 256);
-                mbar_init(mb_loaded + 8u * i, 32);
-            }
-            mbar_init(mb_qfree, 128);
-        }
     }
     const int chunks = D >> 3;
     const int ntiles = (n + TN - 1) / TN;
@@ -386,6 +352,40 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
             cp_async16_s(st + (uint32_t)(j * TN * 128 + 16 * 128), sb + 128 * j, nb);
         }
     };
+
+    // SC: the producer gathers by tile parity (warps 0-1 even tiles, 2-3
+    // odd), 64 threads a tile: 8 per token, tokens my_tok8 + 8k (k < 4),
+    // each with load_tile's whole-line requests and swizzle ((my_tok8 + 8k)
+    // & 7 == my_tok8 & 7).
+    const int my_tok8 = (tid & 63) >> 3;
+    struct Half {
+        int64_t s[4]; // -1: none (zero fill)
+    };
+    auto half_of = [&](int t) -> Half {
+        Half h;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int gt = beg + t * TN + my_tok8 + 8 * k;
+            h.s[k] = t < ntiles && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+        }
+        return h;
+    };
+    const uint32_t dst_half = (uint32_t)(my_tok8 * 128 + ((my_c ^ (my_tok8 & 7)) << 4));
+    auto load_half = [&](int t, const Half &h) {
+        if (t >= ntiles)
+            return;
+        const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const unsigned char *src =
+                (const unsigned char *)(p.kv + (h.s[k] >= 0 ? h.s[k] : 0) * p.kv_ss + my_c * 8);
+            const int nb = h.s[k] >= 0 ? 16 : 0;
+#pragma unroll
+            for (int j = 0; j < D_MAX / 64; ++j)
+                cp_async16_s(st + (uint32_t)(j * TN * 128 + k * 1024), src + 128 * j, nb);
+        }
+    };
+    Half half_next{};
 
     // fp8 (PV warpgroups, thread v = tid - 128 < 256): token v / 8 of the
     // tile, 8-code pieces q = v % 8 + 8j, j < 9, of its row: copied into
@@ -477,7 +477,23 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
         // code, and speed, are unchanged by the fp8 variant.)
         if (producer) {
             if constexpr (F8 || PVG) {
-                cp_async_wait_all(); // the PV warpgroups gather the tiles
+                if constexpr (SC) {
+                    // Tiles 0 .. GA - 1, each by its parity's warps (see
+                    // load_half); Q and tiles 0 and 1 landed (chain 1 is
+                    // issued before the first hand-over).
+                    const int par = (tid >> 6) & 1;
+                    for (int t = par; t < GA; t += 2) {
+                        load_half(t, half_of(t));
+                        cp_async_commit();
+                    }
+                    half_next = half_of(GA + ((GA + par) & 1)); // its next tile
+                    if (par == 0)
+                        cp_async_wait_group<1>();
+                    else
+                        cp_async_wait_group<0>();
+                } else {
+                    cp_async_wait_all(); // the PV warpgroups gather the tiles
+                }
             } else {
                 // Tiles 0 .. STG - 2 ahead, one group each; iteration t then
                 // issues tile t + STG - 1 into the stage tile t - 1 leaves.
@@ -536,24 +552,17 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
     // steps would need the PV warps below 152, which ptxas refuses. PVG
     // keeps 28 steps (448 columns): its second set of 16 S accumulators
     // does not fit beside 32 (ptxas spilled and serialized the wgmma,
-    // C7512). SC keeps 24 (384 columns; atoms 0-5 held): its producer has
-    // fewer registers (below).
-    constexpr int QR = TWO ? 0 : SC ? 24 : PVG ? 28 : 32;
+    // C7512); so does SC, whose producer holds one set but gathers.
+    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;
     static_assert(!PVG || TN * D_MAX * 2 <= QR / 4 * ROWS * 128, "PVG: the fifth stage lies in Q's register-held atoms");
-    // setmaxnreg only moves the CTA's launch allocation between warpgroups:
-    // a total above it waits forever in setmaxnreg.inc (a 160 / 176 / 176
-    // split of 168 x 384 hung on the device). SC launches 512 threads at 128:
-    // the producer RPROD (Q's 24 register steps, one set of S accumulators),
-    // the PV warps 168 (O, the scores, P), the gather warpgroup the rest.
-    constexpr int RPROD = SC ? 144 : 184, RPV = SC ? 168 : (504 - RPROD) / 2;
-    constexpr int RG = SC ? 512 - RPROD - 2 * RPV : 0;
-    static_assert((SC ? RPROD + 2 * RPV + RG == 512 && RG >= 24 : RPROD + 2 * RPV <= 504) && RPROD % 8 == 0 &&
-                      RPV % 8 == 0 && RG % 8 == 0,
-                  "setmaxnreg within the launch allocation");
+    // SC: 168 each, as launched (the PV warps hold the scores, their
+    // softmax and P beside O; the producer Q, one set of S accumulators and
+    // the gather).
+    constexpr int RPROD = 184, RPV = (504 - RPROD) / 2;
     if (producer) {
         if constexpr (TWO)
             regs_dec<56>();
-        if constexpr (QR > 0)
+        if constexpr (QR > 0 && !SC)
             regs_inc<RPROD>();
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
@@ -577,37 +586,43 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
             return wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Ks + stage_el(t)));
         };
         if constexpr (SC) {
-            // Per tile: wait for chain t, S(t) into buffer t & 1 (free once
-            // SREAD(t - 2) says S(t - 2) was read), FULL(t), LOADED(t + 1),
-            // chain t + 1, which overlaps the PV warps' loads of S(t), their
-            // softmax and PV(t). The producer neither gathers nor waits for
-            // the PV warps to take S(t) (docs/perf-log.md, step 27): no copy
-            // of its own is in flight at its wgmma.fence, which waits for
-            // them. The chain past the last tile reads a stage nobody writes
-            // any more and is discarded (no branch around the wgmma).
-            static_assert(!SC || (TN * D_MAX * 2 <= 5 * ROWS * 128 && QR / 4 > 5),
-                          "SC: S buffer 1 in Q's atom 5, past the fifth stage, held in registers");
-            mbar_arrive(mb_qfree);
-            mbar_wait(mb_qfree, 0); // every producer thread's Q is in registers
+            // Per tile: wait for chain t, S(t) out, P_FULL(t), then
+            // P_FREE(t), which the PV warps reach once they have read S(t)
+            // into registers (their loads are not queued behind the chain's
+            // shared-memory reads: step 26), chain t + 1, which overlaps
+            // their softmax and PV(t). The chain past the last tile reads a
+            // stage nobody writes any more and is discarded (no branch
+            // around the wgmma).
+            // The producer gathers (the PV warps' copies sat in front of
+            // their softmax, step 26), its warps 0-1 the even tiles, 2-3 the
+            // odd ones: tile t + 3 into tile t - 2's stage after chain t + 1
+            // is issued. The proxy fence waits for every copy of its thread
+            // in flight, so each thread fences only the tile it publishes,
+            // with none of its own newer than that in flight: half of the
+            // warps wait for tile t + 1 (issued two tiles earlier) before
+            // P_FULL(t).
+            const int par = w >> 1;
+            float4 *Sw = (float4 *)Ps + tid;
             float acc[16];
-            if (ntiles > 0) {
-                mbar_wait(mb_loaded, 0);
+            if (ntiles > 0)
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(0));
-            }
             for (int t = 0; t < ntiles; ++t) {
                 wg_wait<0>();
-                if (t >= 2)
-                    mbar_wait(mb_sread + 8u * (t & 1), ((t - 2) >> 1) & 1);
-                const uint32_t sw = ((t & 1) ? sbuf1 : sbuf0) + 16u * (uint32_t)tid;
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(sw + 2048u * j), "f"(acc[4 * j]),
-                                 "f"(acc[4 * j + 1]), "f"(acc[4 * j + 2]), "f"(acc[4 * j + 3])
-                                 : "memory");
-                mbar_arrive(mb_full + 8u * (t & 1));
-                if (t + 1 < ntiles)
-                    mbar_wait(mb_loaded + 8u * ((t + 1) % 5), ((t + 1) / 5) & 1);
+                    Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+                if (((t + 1) & 1) == par) {
+                    cp_async_wait_group<0>(); // tile t + 1, this thread's only copies in flight
+                    fence_proxy_async();      // wgmma (async proxy) reads it
+                }
+                nbar_sync(BAR_P_FULL, NT);
+                nbar_sync(BAR_P_FREE, NT);
                 ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(t + 1));
+                if (((t + GA) & 1) == par) {
+                    load_half(t + GA, half_next);
+                    cp_async_commit();
+                    half_next = half_of(t + GA + 2);
+                }
             }
             wg_wait<0>();
         } else if constexpr (PVG) {
@@ -748,61 +763,10 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
     bf16_t *Os = Ks;
     if (producer) {
         // Warpgroup 0 only joins the copy-out below.
-    } else if (SC && wg_idx == 3) {
-        // SC's gather warpgroup: warp gw takes tiles gw, gw + 4, ..., one at
-        // a time: into its stage once SFREE says PV(t - 5) is done (tile 4,
-        // in Q's atoms 0-4: once QFREE says Q is in registers), then waits
-        // for its copies and fences them before LOADED. The warps that issue
-        // wgmma hold no copies: wgmma.fence waits for the issuing warp's
-        // copies in flight (the PV warps' own gather stalled their PV wgmma
-        // for the copies' latency, docs/perf-log.md step 27). Lanes: 8 per
-        // token (whole 128-byte lines, as load_tile), tokens tk + 4k (k < 8);
-        // lane i looks up the slot of token i, the others shuffle it.
-        if constexpr (SC)
-            regs_dec<RG>();
-        const int gw = (tid >> 5) & 3, lane = tid & 31, tk = lane >> 3, gc = lane & 7;
-        const uint32_t d0 = (uint32_t)(tk * 128 + ((gc ^ tk) << 4)),
-                       d1 = (uint32_t)((tk + 4) * 128 + ((gc ^ (tk + 4)) << 4));
-        auto slot_at = [&](int t) -> long long {
-            const int gt = beg + t * TN + lane;
-            return t < ntiles && gt < end ? (long long)p.kv_indices[kv0 + gt] : -1LL;
-        };
-        long long slot = slot_at(gw);
-        for (int t = gw; t < ntiles; t += 4) {
-            if (t == 4)
-                mbar_wait(mb_qfree, 0);
-            else if (t > 4)
-                mbar_wait(mb_sfree + 8u * ((t - 5) % 5), ((t - 5) / 5) & 1);
-            const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2);
-#pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                const long long sk = __shfl_sync(0xffffffffu, slot, tk + 4 * k);
-                const unsigned char *src =
-                    (const unsigned char *)(p.kv + (sk >= 0 ? sk : 0) * p.kv_ss + gc * 8);
-                const int nb = sk >= 0 ? 16 : 0;
-                const uint32_t d = st + ((k & 1) ? d1 : d0) + (uint32_t)((k >> 1) * 1024);
-#pragma unroll
-                for (int j = 0; j < D_MAX / 64; ++j)
-                    cp_async16_s(d + (uint32_t)(j * TN * 128), src + 128 * j, nb);
-            }
-            cp_async_commit();
-            // The warp's next tile, whose stage frees only about two tile
-            // periods before the producer needs it: into L2 now, four tiles
-            // ahead (its copies waited for DRAM, step 27).
-            slot = slot_at(t + 4);
-            if (slot >= 0)
-                prefetch_l2(p.kv + slot * p.kv_ss, D_MAX * 2);
-            cp_async_wait_group<0>();
-            fence_proxy_async(); // wgmma (async proxy) reads the tile
-            mbar_arrive(mb_loaded + 8u * (t % 5));
-        }
-        nbar_sync(BAR_END, NT);
     } else if constexpr (PVWG) {
         // PV warpgroup g (1 or 2) owns output columns 256 (g - 1) ..; each
         // thread the rows r0 and r0 + 8 of the m64 accumulator layout.
-        if constexpr (SC)
-            regs_inc<RPV>();
-        else if constexpr (QR > 0)
+        if constexpr (QR > 0 && !SC)
             regs_dec<RPV>();
         const int c0 = 256 * (wg_idx - 1);
         const int lane = tid & 31, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2), tq = lane & 3;
@@ -813,13 +777,12 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
             acc[i] = 0.f;
         float mS[2] = {-INFINITY, -INFINITY}, lS[2] = {0.f, 0.f};
         if constexpr (SC) {
-            // (32-bit shared addresses, loaded by asm: ptxas rebuilt the
+            // (A 32-bit shared address, loaded by asm: ptxas rebuilt the
             // generic pointer from the thread index every tile, an S2R
             // that waited behind the MIO queue.)
-            const uint32_t sv_off = 16u * (uint32_t)(tid & 127);
+            const uint32_t sv_addr = (uint32_t)__cvta_generic_to_shared(Ps) + 16u * (uint32_t)(tid & 127);
             for (int t = 0; t < ntiles; ++t) {
-                mbar_wait(mb_full + 8u * (t & 1), (t >> 1) & 1);
-                const uint32_t sv_addr = ((t & 1) ? sbuf1 : sbuf0) + sv_off;
+                nbar_sync(BAR_P_FULL, NT);
                 float sv[16];
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
@@ -827,7 +790,7 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
                                  : "=f"(sv[4 * j]), "=f"(sv[4 * j + 1]), "=f"(sv[4 * j + 2]), "=f"(sv[4 * j + 3])
                                  : "r"(sv_addr + 2048u * j)
                                  : "memory");
-                mbar_arrive(mb_sread + 8u * (t & 1)); // S buffer t & 1 is free
+                nbar_sync(BAR_P_FREE, NT); // S(t) read: the producer may issue chain t + 1
                 uint32_t pk[2][4];
                 float al[2];
                 const int valid = n - t * TN < TN ? n - t * TN : TN;
@@ -840,8 +803,6 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
                 else
                     ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
-                if (t > 0)
-                    mbar_arrive(mb_sfree + 8u * ((t - 1) % 5)); // PV(t - 1) done
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
 #pragma unroll
@@ -859,17 +820,9 @@ __global__ void __launch_bounds__(ws_threads(NPW, PVG), 1) stage1_ws_kernel(Stag
                 // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
                 const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
                 const uint32_t a1[4] = {pk[0][2], pk[1][2], pk[0][3], pk[1][3]};
-                // As m64n128k16 pairs (columns c0 .. c0 + 127, then the next
-                // two V atoms): the kernel runs 512 threads (the gather
-                // warpgroup), too many for an instruction of 128 accumulators.
-                float(&lo)[64] = *reinterpret_cast<float(*)[64]>(&acc[0]);
-                float(&hi)[64] = *reinterpret_cast<float(*)[64]>(&acc[64]);
-                constexpr uint64_t H2 = (2 * TN * 128) >> 4;
                 wg_fence();
-                wgmma_m64n128k16_rs_tb(lo, a0, dv);
-                wgmma_m64n128k16_rs_tb(hi, a0, dv + H2);
-                wgmma_m64n128k16_rs_tb(lo, a1, dv + (2048 >> 4));
-                wgmma_m64n128k16_rs_tb(hi, a1, dv + H2 + (2048 >> 4));
+                wgmma_m64n256k16_rs_tb(acc, a0, dv);
+                wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
                 wg_commit();
             }
             wg_wait<0>();
