@@ -2,25 +2,31 @@
 # Where the fixed cost of a short-split call goes, in one device command from
 # the repo root: build the 'cuda' preset, then ncu (durations of every kernel
 # of one call, stage 1 and stage 2) at K3 bs 8 / 16k and bs 32 / 16k with
-# 64-token pages, and the SASS stall profile of stage 1 at bs 8 / 16k.
+# 64-token pages, and the SASS stall profiles of stage 1 and stage 2 at
+# bs 8 / 16k.
 # Logs under $OUT.
 #   OUT=DIR bash scripts/ncu_overhead.sh
-help_end=7
+help_end=8
 . "$(dirname "$0")/pilot_common.sh"
 nb=build-cuda/hip/mla-bench
 mkdir -p /tmp/ncu_o
-for c in 12,8,8,16384 12,8,32,16384; do
+for c in 12,8,8,16384; do
     # -s skips the warm-up calls; -c: stage 1 and stage 2 of a few calls.
     ncu --clock-control none --cache-control none -k regex:"stage1|stage2" -s 20 -c 6 \
         --section SpeedOfLight --page details \
         $nb --only $c --no-ceilings --backends fast --kv-layout pages64 --out /tmp/ncu_o \
-        > "$OUT/ncu_$c.txt" 2>&1
+        > "$OUT/ncu_${c//,/_}.txt" 2>&1
     echo "== $c"
-    grep -E "stage1_|stage2_|Duration" "$OUT/ncu_$c.txt" | cut -c1-110 | head -24
+    grep -E "stage1_|stage2_|Duration" "$OUT/ncu_${c//,/_}.txt" | cut -c1-110 | head -24
 done
 ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 --section SourceCounters \
     --page source --csv --print-source sass \
     $nb --only 12,8,8,16384 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/ncu_o 2>/dev/null |
     tee "$OUT/ncu_src_bs8.csv" | python3 scripts/ncu_top.py 40 > "$OUT/ncu_top_bs8.txt" 2>&1
 gzip -f "$OUT/ncu_src_bs8.csv"
+ncu --clock-control none --cache-control none -k regex:stage2 -s 6 -c 1 --section SourceCounters \
+    --section WarpStateStats --page source --csv --print-source sass \
+    $nb --only 12,8,8,16384 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/ncu_o 2>/dev/null |
+    tee "$OUT/ncu_src_s2.csv" | python3 scripts/ncu_top.py 40 > "$OUT/ncu_top_s2.txt" 2>&1
+gzip -f "$OUT/ncu_src_s2.csv"
 echo "total $(( $(date +%s) - t0 )) s"
