@@ -24,6 +24,12 @@ ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 --sec
     $nb --only 12,8,8,16384 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/ncu_o 2>/dev/null |
     tee "$OUT/ncu_src_bs8.csv" | python3 scripts/ncu_top.py 40 > "$OUT/ncu_top_bs8.txt" 2>&1
 gzip -f "$OUT/ncu_src_bs8.csv"
+ncu --clock-control none --cache-control none -k regex:stage2 -s 6 -c 1 --section LaunchStats \
+    --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    --page details $nb --only 12,8,8,16384 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/ncu_o \
+    > "$OUT/ncu_s2_details.txt" 2>&1
+grep -E "Waves|Achieved|Theoretical Occ|Block Limit|Warp Cycles Per Issued|Registers Per|Duration|No Eligible|Active Warps" \
+    "$OUT/ncu_s2_details.txt" | head -30
 ncu --clock-control none --cache-control none -k regex:stage2 -s 6 -c 1 --section SourceCounters \
     --section WarpStateStats --page source --csv --print-source sass \
     $nb --only 12,8,8,16384 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/ncu_o 2>/dev/null |
