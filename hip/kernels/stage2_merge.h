@@ -86,24 +86,38 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     }
     __syncthreads();
 
-    // Phase 1: causal draft scores in fp32.
-    for (int pair = warp; pair < L * L; pair += S2_THREADS / 32) {
-        const int i = pair / L, j = pair - i * L;
-        if (j > i) { // causal: later drafts are invisible
-            if (lane == 0)
-                sc[pair] = -INFINITY;
-            continue;
+    // Phase 1: causal draft scores in fp32. The L (L + 1) / 2 visible pairs
+    // (p = i (i + 1) / 2 + j, j <= i) are spread evenly over the warps: one
+    // warp per column j left warp 0 with L pairs and the last with one, and
+    // this phase was half of the kernel's instructions (ncu, K3 bs 8 / 16k,
+    // docs/perf-log.md step 27). 16-byte shared loads, two accumulators.
+    for (int idx = tid; idx < L * L; idx += S2_THREADS) {
+        const int i = idx / L, j = idx - i * L;
+        if (j > i)
+            sc[idx] = -INFINITY; // causal: later drafts are invisible
+    }
+    for (int pp = warp; pp < L * (L + 1) / 2; pp += S2_THREADS / 32) {
+        int i = 0;
+        while ((i + 1) * (i + 2) / 2 <= pp)
+            ++i;
+        const int j = pp - i * (i + 1) / 2;
+        const uint4 *qr = (const uint4 *)(qs + i * D), *kr = (const uint4 *)(ks + j * D);
+        float a0 = 0.f, a1 = 0.f;
+#pragma unroll 1
+        for (int c = lane; c < D / 8; c += 32) {
+            const uint4 qv = qr[c], kv = kr[c];
+            auto dot2 = [&](uint32_t qa, uint32_t ka) {
+                a0 += __uint_as_float(qa << 16) * __uint_as_float(ka << 16);
+                a1 += __uint_as_float(qa & 0xffff0000u) * __uint_as_float(ka & 0xffff0000u);
+            };
+            dot2(qv.x, kv.x);
+            dot2(qv.y, kv.y);
+            dot2(qv.z, kv.z);
+            dot2(qv.w, kv.w);
         }
-        const uint32_t *qr = (const uint32_t *)(qs + i * D), *kr = (const uint32_t *)(ks + j * D);
-        float acc = 0.f;
-        for (int d = lane; d < D / 2; d += 32) {
-            const uint32_t qa = qr[d], ka = kr[d];
-            acc += __uint_as_float(qa << 16) * __uint_as_float(ka << 16);
-            acc += __uint_as_float(qa & 0xffff0000u) * __uint_as_float(ka & 0xffff0000u);
-        }
-        acc = warp_sum(acc);
+        const float acc = warp_sum(a0 + a1);
         if (lane == 0)
-            sc[pair] = acc * p.sm_scale;
+            sc[i * L + j] = acc * p.sm_scale;
     }
     __syncthreads();
 
