@@ -10,7 +10,7 @@ help_end=8
 . "$(dirname "$0")/pilot_common.sh"
 nb=build-cuda/hip/mla-bench
 mkdir -p /tmp/ncu_o
-for c in 12,8,8,16384; do
+for c in 12,8,8,16384 12,8,32,16384; do
     # -s skips the warm-up calls; -c: stage 1 and stage 2 of a few calls.
     ncu --clock-control none --cache-control none -k regex:"stage1|stage2" -s 20 -c 6 \
         --section SpeedOfLight --page details \

@@ -27,8 +27,9 @@ echo "build $(( $(date +%s) - t0 )) s"
 grep -E 'Compiling entry|spill|Used' "$OUT/build.log" | sed 's/ptxas info    : //' | paste - - - | sort -u | grep stage1_ws
 
 # pilot_validate NAME ARGS...: build-cuda's mla-validate ARGS (16 BLAS
-# threads, at most 150 s: a hung kernel must not eat the device call) into $OUT/val_NAME.log; prints its exit status and
-# its FAIL / ERROR / summary lines.
+# threads, at most 150 s: a hung kernel must not eat the device call) into
+# $OUT/val_NAME.log; prints its exit status and its FAIL / ERROR / summary
+# lines.
 pilot_validate() {
     local name=$1
     shift
@@ -37,8 +38,8 @@ pilot_validate() {
     grep -E "FAIL|ERROR|passed" "$OUT/val_$name.log" | tail -6
 }
 # pilot_sanitize ARGS...: mla-validate ARGS under compute-sanitizer memcheck,
-# racecheck and synccheck (exit 3 on a finding, at most 200 s each) into $OUT/san_TOOL.log;
-# prints each tool's exit status and summary line.
+# racecheck and synccheck (exit 3 on a finding, at most 200 s each) into
+# $OUT/san_TOOL.log; prints each tool's exit status and summary line.
 pilot_sanitize() {
     local cs tool
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -90,7 +90,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     // (p = i (i + 1) / 2 + j, j <= i) are spread evenly over the warps: one
     // warp per column j left warp 0 with L pairs and the last with one, and
     // this phase was half of the kernel's instructions (ncu, K3 bs 8 / 16k,
-    // docs/perf-log.md step 27). 16-byte shared loads, two accumulators.
+    // docs/perf-log.md step 28). 16-byte shared loads, two accumulators.
     for (int idx = tid; idx < L * L; idx += S2_THREADS) {
         const int i = idx / L, j = idx - i * L;
         if (j > i)
