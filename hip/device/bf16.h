@@ -13,6 +13,17 @@ __device__ __forceinline__ float bf2f(bf16_t b)
     return __uint_as_float(((uint32_t)b) << 16);
 }
 
+// The low and high bf16 of a packed pair (a 32-bit word of a bf16 row) as
+// floats.
+__device__ __forceinline__ float bf2_lo(uint32_t w)
+{
+    return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float bf2_hi(uint32_t w)
+{
+    return __uint_as_float(w & 0xffff0000u);
+}
+
 // Round to nearest even; NaN stays a quiet NaN (as mla_f32_to_bf16).
 __device__ __forceinline__ bf16_t f2bf(float f)
 {
@@ -42,9 +53,9 @@ template <> struct Partial<bf16_t> {
     }
     __device__ static void load2(const void *base, long long idx, float &a, float &b)
     {
-        uint32_t u = *(const uint32_t *)((const bf16_t *)base + idx);
-        a = __uint_as_float(u << 16);
-        b = __uint_as_float(u & 0xffff0000u);
+        const uint32_t u = *(const uint32_t *)((const bf16_t *)base + idx);
+        a = bf2_lo(u);
+        b = bf2_hi(u);
     }
 };
 template <> struct Partial<float> {

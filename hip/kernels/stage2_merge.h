@@ -31,8 +31,8 @@ template <typename PT> __device__ __forceinline__ void load8(const void *base, l
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            o[2 * k] = __uint_as_float(w[k] << 16);
-            o[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+            o[2 * k] = bf2_lo(w[k]);
+            o[2 * k + 1] = bf2_hi(w[k]);
         }
     } else {
         const float *f = (const float *)base + idx;
@@ -107,8 +107,8 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
         for (int c = lane; c < D / 8; c += 32) {
             const uint4 qv = qr[c], kv = kr[c];
             auto dot2 = [&](uint32_t qa, uint32_t ka) {
-                a0 += __uint_as_float(qa << 16) * __uint_as_float(ka << 16);
-                a1 += __uint_as_float(qa & 0xffff0000u) * __uint_as_float(ka & 0xffff0000u);
+                a0 += bf2_lo(qa) * bf2_lo(ka);
+                a1 += bf2_hi(qa) * bf2_hi(ka);
             };
             dot2(qv.x, kv.x);
             dot2(qv.y, kv.y);
@@ -180,8 +180,8 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
             const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
-                acc[2 * k] += w * __uint_as_float(vw[k] << 16);
-                acc[2 * k + 1] += w * __uint_as_float(vw[k] & 0xffff0000u);
+                acc[2 * k] += w * bf2_lo(vw[k]);
+                acc[2 * k + 1] += w * bf2_hi(vw[k]);
             }
         }
         *(uint4 *)(p.o + (long long)(q0 + i) * p.o_st + (long long)h * p.o_sh + chunk * cw + cg * 8) =
