@@ -436,6 +436,9 @@ static hipError_t launch_fast(const SplitLaunch &a)
 #endif
     if (e != hipSuccess)
         return e;
+#ifdef MLA_AB_NO_S2
+    return e;
+#endif
     // The fast tier overlaps stage 2's prologue with stage 1 (PDL); the
     // per-head baseline keeps upstream's two plain launches.
     return launch_stage2<bf16_t>(p2, bs, a.stream, true);

@@ -64,6 +64,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     const int act = active_splits(p.split_mode, P, NS, p.min_split);
     const long long part_row0 = (long long)b * NS * p.HL;
 
+#ifndef MLA_AB_S2_NO_DRAFT
     // Phase 0: stage q rows of this head, k_extend rows, this block's v_extend
     // columns and the split lse values.
     // q rows are 16-byte aligned (a fast/per-head condition), k_extend and
@@ -96,6 +97,13 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
         if (j > i)
             sc[idx] = -INFINITY; // causal: later drafts are invisible
     }
+#else
+    for (int idx = tid; idx < L * L; idx += S2_THREADS) {
+        const int i = idx / L, j = idx - i * L;
+        sc[idx] = j > i ? -INFINITY : 0.f;
+    }
+    if (0)
+#endif
     for (int pp = warp; pp < L * (L + 1) / 2; pp += S2_THREADS / 32) {
         int i = 0;
         while ((i + 1) * (i + 2) / 2 <= pp)
