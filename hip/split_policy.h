@@ -60,6 +60,15 @@ int mla_sp_perhead_num_splits(int bs, long long kv_total);
  * of target_ctas, a multiple of 64 dividing Dv. */
 int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas);
 
+/* Blocks of the fast tier's draft kernel (the draft block's partial), which
+ * runs beside stage 1 on the SMs that stage 1's grid of grid1 CTAs leaves
+ * free of target_ctas, and should end before stage 1 does: each block takes
+ * (sequence, head) pairs in turn, a pair costing about
+ * MLA_SP_DRAFT_PAIR_TILES stage-1 tiles of time. */
+#define MLA_SP_DRAFT_PAIR_TILES 3
+int mla_sp_draft_blocks(int bs, int H, int grid1, int target_ctas, long long kv_total,
+                        int num_splits);
+
 /* Bytes of partial outputs (esize bytes each) and lse for ns splits, each
  * part 256-byte aligned; 0 on overflow. *lse_offset (may be NULL) receives
  * the offset of the lse part. */

@@ -35,6 +35,8 @@ int main(void)
 {
     static const int p_small[2] = {0, 37};
     static const int p_k3[1] = {200};
+    /* 17 active splits: stage 2's staged-weight path (more than S2_DIRECT). */
+    static const int p_k3_long[1] = {1100};
     static const int p_ds[2] = {130, 64};
     static const int p_gen[2] = {5, 0};
     for (int ai = 0; ai < 2; ++ai) {
@@ -44,6 +46,7 @@ int main(void)
          * 162,560 B at 64 rows, 118,144 B at 32 rows, of 160 KiB. */
         run_case("fast H4 L2 bs2 P{0,37}", 4, 2, 2, p_small, MLA_GPU_TIER_FAST, arch);
         run_case("fast K3 H12 L8 bs1 P200", 12, 8, 1, p_k3, MLA_GPU_TIER_FAST, arch);
+        run_case("fast K3 H12 L8 bs1 P1100", 12, 8, 1, p_k3_long, MLA_GPU_TIER_FAST, arch);
         run_case("fast DeepSeek H16 L4 bs2 P{130,64}", 16, 4, 2, p_ds, MLA_GPU_TIER_FAST, arch);
         run_case("perhead H4 L2 bs2 P{0,37}", 4, 2, 2, p_small, MLA_GPU_TIER_PERHEAD, arch);
         run_case("generic H3 L3 bs2 P{5,0}", 3, 3, 2, p_gen, MLA_GPU_TIER_GENERIC, arch);

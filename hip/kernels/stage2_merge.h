@@ -1,6 +1,7 @@
 // Stage 2 of the fast and per-head tiers: the log-sum-exp merge of a
-// sequence's active prefix splits, the causal L x L draft block in fp32,
-// and the final merge into o and lse.
+// sequence's active prefix splits and its causal L x L draft block (fp32),
+// into o and lse; and draft_kernel, the draft block as a partial of its own
+// (fast tier).
 #ifndef MLA_KERNELS_STAGE2_MERGE_H
 #define MLA_KERNELS_STAGE2_MERGE_H
 
@@ -14,16 +15,6 @@
 
 namespace mla_dev {
 
-// ---------------------------------------------------------------------------
-// Stage 2: merge of the prefix splits, causal L x L draft block in fp32,
-// final merge. Grid (H, Dv / cw, bs), 256 threads. Everything a block needs
-// from global memory except the partial outputs is staged in shared memory
-// in one parallel burst first: a chain of dependent global loads per warp
-// costs microseconds, which is the whole budget of a small call.
-// ---------------------------------------------------------------------------
-// Columns per block (cw): a multiple of 64 dividing Dv (split_policy.c);
-// the shared-memory plan is stage2_smem (config.h).
-
 template <typename PT> __device__ __forceinline__ void load8(const void *base, long long idx, float *o)
 {
     if (sizeof(PT) == 2) {
@@ -35,75 +26,53 @@ template <typename PT> __device__ __forceinline__ void load8(const void *base, l
             o[2 * k + 1] = bf2_hi(w[k]);
         }
     } else {
-        const float *f = (const float *)base + idx;
-#pragma unroll
-        for (int k = 0; k < 8; ++k)
-            o[k] = f[k];
+        // idx is a multiple of 8 on a 256-byte aligned buffer.
+        const float4 *f = (const float4 *)((const float *)base + idx);
+        const float4 a = f[0], c = f[1];
+        o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w;
+        o[4] = c.x, o[5] = c.y, o[6] = c.z, o[7] = c.w;
     }
 }
 
-template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kernel(Stage2Params p)
+// q rows of head h and the k_extend rows of the drafts at q0, and columns
+// [col0, col0 + cols) of their v_extend rows, into shared memory (16-byte
+// chunks: q, k_extend and v_extend rows are 16-byte aligned, a decline
+// condition of the split tiers).
+__device__ __forceinline__ void s2_stage_drafts(const Stage2Params &p, int q0, int h, bf16_t *qs,
+                                                bf16_t *ks, bf16_t *vs, int col0, int cols)
 {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int L = p.L, NS = p.num_splits, D = p.D;
-    const int cw = p.cw, CG = cw / 8;
-    const int SG = s2_groups(L, cw), items = s2_items(L, cw);
-    float *sc = (float *)smem_raw; // [L][L] draft scores
-    float *wd = sc + L * L;        // [L][L] normalized draft weights
-    float *wsp = wd + L * L;       // [L][NS] split lse, then normalized split weights
-    float *red = wsp + L * NS;     // [SG][items][8] partial sums when SG > 1
-    // 16-byte aligned start of the bf16 part (uint4 reads of vs).
-    bf16_t *qs = (bf16_t *)(smem_raw + s2_bf16_offset(L, NS, cw)); // [L][D]
-    bf16_t *ks = qs + L * D;       // [L][D]
-    bf16_t *vs = ks + L * D;       // [L][cw]
-
-    const int h = blockIdx.x, chunk = blockIdx.y, b = blockIdx.z;
+    const int L = p.L, D = p.D, CG = cols / 8;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int q0 = p.qo_indptr[b];
-    const int P = p.kv_indptr[b + 1] - p.kv_indptr[b];
-    const int act = active_splits(p.split_mode, P, NS, p.min_split);
-    const long long part_row0 = (long long)b * NS * p.HL;
-
-#ifndef MLA_AB_S2_NO_DRAFT
-    // Phase 0: stage q rows of this head, k_extend rows, this block's v_extend
-    // columns and the split lse values.
-    // q rows are 16-byte aligned (a fast/per-head condition), k_extend and
-    // v_extend rows too (idem); 8-element chunks, no division in the loop.
-    {
-        const int cpr = D / 8; // chunks per row
-        for (int i = warp; i < L; i += S2_THREADS / 32) {
-            const uint4 *qg = (const uint4 *)(p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh);
-            const uint4 *kg = (const uint4 *)(p.k_ext + (long long)(q0 + i) * p.k_st);
-            for (int c = lane; c < cpr; c += 32) {
-                ((uint4 *)(qs + i * D))[c] = qg[c];
-                ((uint4 *)(ks + i * D))[c] = kg[c];
-            }
-        }
-        for (int idx = tid; idx < L * CG; idx += S2_THREADS) {
-            const int j = idx / CG, c = idx - j * CG;
-            ((uint4 *)vs)[idx] =
-                *(const uint4 *)(p.v_ext + (long long)(q0 + j) * p.v_st + chunk * cw + 8 * c);
+    const int cpr = D / 8; // chunks per row
+    for (int i = warp; i < L; i += S2_THREADS / 32) {
+        const uint4 *qg = (const uint4 *)(p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh);
+        const uint4 *kg = (const uint4 *)(p.k_ext + (long long)(q0 + i) * p.k_st);
+        for (int c = lane; c < cpr; c += 32) {
+            ((uint4 *)(qs + i * D))[c] = qg[c];
+            ((uint4 *)(ks + i * D))[c] = kg[c];
         }
     }
-    __syncthreads();
+    for (int idx = tid; idx < L * CG; idx += S2_THREADS) {
+        const int j = idx / CG, c = idx - j * CG;
+        ((uint4 *)vs)[idx] = *(const uint4 *)(p.v_ext + (long long)(q0 + j) * p.v_st + col0 + 8 * c);
+    }
+}
 
-    // Phase 1: causal draft scores in fp32. The L (L + 1) / 2 visible pairs
-    // (p = i (i + 1) / 2 + j, j <= i) are spread evenly over the warps: one
-    // warp per column j left warp 0 with L pairs and the last with one, and
-    // this phase was half of the kernel's instructions (ncu, K3 bs 8 / 16k,
-    // docs/perf-log.md step 28). 16-byte shared loads, two accumulators.
+// Causal draft scores sc[i][j] = sm_scale q_i . k_j in fp32, -inf above the
+// diagonal (later drafts are invisible). The L (L + 1) / 2 visible pairs
+// (p = i (i + 1) / 2 + j, j <= i) are spread evenly over the warps: one
+// warp per column j left warp 0 with L pairs and the last with one, and
+// this phase was half of stage 2's instructions (ncu, K3 bs 8 / 16k,
+// docs/perf-log.md step 28). 16-byte shared loads, two accumulators.
+__device__ __forceinline__ void s2_draft_scores(float *sc, const bf16_t *qs, const bf16_t *ks, int L,
+                                                int D, float sm_scale)
+{
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (int idx = tid; idx < L * L; idx += S2_THREADS) {
         const int i = idx / L, j = idx - i * L;
         if (j > i)
-            sc[idx] = -INFINITY; // causal: later drafts are invisible
+            sc[idx] = -INFINITY;
     }
-#else
-    for (int idx = tid; idx < L * L; idx += S2_THREADS) {
-        const int i = idx / L, j = idx - i * L;
-        sc[idx] = j > i ? -INFINITY : 0.f;
-    }
-    if (0)
-#endif
     for (int pp = warp; pp < L * (L + 1) / 2; pp += S2_THREADS / 32) {
         int i = 0;
         while ((i + 1) * (i + 2) / 2 <= pp)
@@ -125,56 +94,235 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
         }
         const float acc = warp_sum(a0 + a1);
         if (lane == 0)
-            sc[i * L + j] = acc * p.sm_scale;
+            sc[i * L + j] = acc * sm_scale;
     }
-    __syncthreads();
+}
 
-    // Everything above read inputs only; the partials come from stage 1.
+// One warp's softmax of n log-weights x[0..n) into weights x * inv (in
+// place) and their log-sum-exp: the same rule for the draft block alone
+// (draft_kernel) and for a row's splits and drafts together (stage 2).
+// fmaxf drops NaN, so a NaN entry (a NaN key in a split, a NaN draft
+// score) is flagged apart: the weights and the lse are then NaN, as the
+// reference's (SPEC non-finite policy). No finite entry at all: weights 0,
+// lse -inf, and no 0/0 anywhere. x2 / n2: a second array of the same row
+// (stage 2's draft scores), or n2 = 0.
+__device__ __forceinline__ float s2_row_softmax(float *x, int n, float *x2, int n2)
+{
+    const int lane = threadIdx.x & 31;
+    float M = -INFINITY, bad = 0.f;
+    for (int s = lane; s < n; s += 32) {
+        bad = x[s] != x[s] ? 1.f : bad;
+        M = fmaxf(M, x[s]);
+    }
+    for (int s = lane; s < n2; s += 32) {
+        bad = x2[s] != x2[s] ? 1.f : bad;
+        M = fmaxf(M, x2[s]);
+    }
+    M = warp_max(M);
+    bad = warp_max(bad);
+    float sum = 0.f;
+    if (M != -INFINITY) {
+        for (int s = lane; s < n; s += 32)
+            sum += __expf(x[s] - M);
+        for (int s = lane; s < n2; s += 32)
+            sum += __expf(x2[s] - M);
+    }
+    sum = warp_sum(sum);
+    if (bad != 0.f)
+        sum = NAN;
+    const bool any = sum != 0.f;
+    const float inv = any ? 1.f / sum : 0.f;
+    for (int s = lane; s < n; s += 32)
+        x[s] = any ? __expf(x[s] - M) * inv : 0.f;
+    for (int s = lane; s < n2; s += 32)
+        x2[s] = any ? __expf(x2[s] - M) * inv : 0.f;
+    return any ? M + __logf(sum) : -INFINITY;
+}
+
+// ---------------------------------------------------------------------------
+// The draft block as one more partial (fast tier): for each (sequence, head)
+// the causal L x L block's fp32 scores, its softmax alone and its fp32
+// output O_d = sum_j w_j v_j with lse_d, into p.draft_o / p.draft_lse; stage
+// 2 then merges it as a split. It runs beside stage 1 (launched after it
+// with PDL, on the SMs stage 1 leaves free): inside stage 2 it ran only once
+// stage 1 had left the SMs, ~5 us of every mid-size call (docs/perf-log.md
+// step 29). Grid: any number of blocks, each taking (sequence, head) pairs
+// in turn; 256 threads; shared-memory plan draft_smem (config.h).
+// ---------------------------------------------------------------------------
+__global__ void __launch_bounds__(S2_THREADS) draft_kernel(Stage2Params p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int L = p.L, D = p.D, Dv = p.Dv, CG = Dv / 8;
+    float *sc = (float *)smem_raw;                                // [L][L]
+    bf16_t *qs = (bf16_t *)(smem_raw + draft_bf16_offset(L));     // [L][D]
+    bf16_t *ks = qs + L * D;                                      // [L][D]
+    bf16_t *vs = ks + L * D;                                      // [L][Dv]
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    // Stage 2 may launch now; its wait covers this kernel's end, which
+    // waits for stage 1 (below).
+    pdl_launch_dependents();
+    for (int pr = blockIdx.x; pr < p.bs * p.H; pr += gridDim.x) {
+        const int b = pr / p.H, h = pr - b * p.H;
+        const int q0 = p.qo_indptr[b];
+        s2_stage_drafts(p, q0, h, qs, ks, vs, 0, Dv);
+        __syncthreads();
+        s2_draft_scores(sc, qs, ks, L, D, p.sm_scale);
+        __syncthreads();
+        for (int i = warp; i < L; i += S2_THREADS / 32) {
+            const float lse = s2_row_softmax(sc + i * L, L, nullptr, 0);
+            if (lane == 0)
+                p.draft_lse[(long long)b * p.HL + i * p.H + h] = lse;
+        }
+        __syncthreads();
+        for (int item = tid; item < L * CG; item += S2_THREADS) {
+            const int i = item / CG, cg = item - i * CG;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int j = 0; j <= i; ++j) {
+                const float w = sc[i * L + j];
+                const uint4 v = *(const uint4 *)(vs + j * Dv + cg * 8);
+                const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    acc[2 * k] += w * bf2_lo(vw[k]);
+                    acc[2 * k + 1] += w * bf2_hi(vw[k]);
+                }
+            }
+            float4 *dst = (float4 *)(p.draft_o + ((long long)b * p.HL + i * p.H + h) * Dv + cg * 8);
+            dst[0] = float4{acc[0], acc[1], acc[2], acc[3]};
+            dst[1] = float4{acc[4], acc[5], acc[6], acc[7]};
+        }
+        __syncthreads(); // the next pair overwrites the staged rows
+    }
+    // Stage 2 waits for this grid only: ending after stage 1 makes that
+    // wait cover stage 1's partials too.
     pdl_wait();
+}
+
+// ---------------------------------------------------------------------------
+// Stage 2: the log-sum-exp merge of a sequence's active prefix splits and
+// its draft block, the final o and lse. Grid (H, Dv / cw, bs), 256 threads.
+// SEP (the fast tier): the draft block comes as draft_kernel's partial,
+// so nothing is left to do before the PDL wait for the partials. !SEP (the
+// per-head baseline, upstream's two plain launches): the block stages its
+// drafts' q, k_extend and v_extend columns and computes the causal scores
+// itself first, all in one parallel burst: a chain of dependent global
+// loads per warp costs microseconds, the whole budget of a small call.
+// ---------------------------------------------------------------------------
+// Columns per block (cw): a multiple of 64 dividing Dv (split_policy.c);
+// the shared-memory plans are stage2_smem and stage2_sep_smem (config.h).
+// Splits that stage 2 (SEP) merges without staging their weights.
+constexpr int S2_DIRECT = 8;
+
+template <typename PT, bool SEP> __global__ void __launch_bounds__(S2_THREADS) stage2_kernel(Stage2Params p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int L = p.L, NS = p.num_splits, D = p.D;
+    const int cw = p.cw, CG = cw / 8;
+    const int SG = s2_groups(L, cw), items = s2_items(L, cw);
+    // Split lse then weights: [L][NSP], the draft block's at column NS (SEP).
+    const int NSP = SEP ? NS + 1 : NS;
+    float *sc = (float *)smem_raw;        // !SEP: [L][L] draft scores, then weights
+    float *wsp = SEP ? sc : sc + L * L;   // [L][NSP]
+    float *red = wsp + L * NSP;           // [SG][items][8] partial sums when SG > 1
+    // !SEP: 16-byte aligned start of the bf16 part (uint4 reads of vs).
+    bf16_t *qs = (bf16_t *)(smem_raw + s2_bf16_offset(L, NS, cw)); // [L][D]
+    bf16_t *ks = qs + L * D;       // [L][D]
+    bf16_t *vs = ks + L * D;       // [L][cw]
+
+    const int h = blockIdx.x, chunk = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int q0 = p.qo_indptr[b];
+    const int P = p.kv_indptr[b + 1] - p.kv_indptr[b];
+    const int act = active_splits(p.split_mode, P, NS, p.min_split);
+    const long long part_row0 = (long long)b * NS * p.HL;
+
+    if constexpr (!SEP) {
+        s2_stage_drafts(p, q0, h, qs, ks, vs, chunk * cw, cw);
+        __syncthreads();
+        s2_draft_scores(sc, qs, ks, L, D, p.sm_scale);
+    }
+    // Everything above read inputs only; the partials come from stage 1
+    // (and draft_kernel).
+    pdl_wait();
+#ifndef MLA_AB_S2_NO_DIRECT
+    // Up to S2_DIRECT splits (SEP): each thread reads its row's lse values
+    // and its 16 bytes of every partial at once and computes the row's
+    // weights itself, the rule of s2_row_softmax: one round trip to L2
+    // instead of lse, weights, partials in turn with two block barriers.
+    if (SEP && act <= S2_DIRECT) {
+        for (int item = tid; item < items; item += S2_THREADS) {
+            const int i = item / CG, cg = item - i * CG;
+            const long long row = part_row0 + i * p.H + h, drow = (long long)b * p.HL + i * p.H + h;
+            const long long col = chunk * cw + cg * 8;
+            float x[S2_DIRECT], o[S2_DIRECT][8], od[8];
+#pragma unroll
+            for (int s = 0; s < S2_DIRECT; ++s)
+                if (s < act) {
+                    x[s] = p.part_lse[row + (long long)s * p.HL];
+                    load8<PT>(p.part_o, (row + (long long)s * p.HL) * p.Dv + col, o[s]);
+                }
+            const float xd = p.draft_lse[drow];
+            load8<float>(p.draft_o, drow * p.Dv + col, od);
+            float M = fmaxf(-INFINITY, xd);
+            bool bad = xd != xd;
+#pragma unroll
+            for (int s = 0; s < S2_DIRECT; ++s)
+                if (s < act) {
+                    bad = bad || x[s] != x[s];
+                    M = fmaxf(M, x[s]);
+                }
+            float sum = 0.f, ed = 0.f;
+            if (M != -INFINITY) {
+                ed = __expf(xd - M);
+                sum = ed;
+#pragma unroll
+                for (int s = 0; s < S2_DIRECT; ++s)
+                    if (s < act) {
+                        x[s] = __expf(x[s] - M);
+                        sum += x[s];
+                    }
+            }
+            if (bad)
+                sum = NAN;
+            const bool any = sum != 0.f;
+            const float inv = any ? 1.f / sum : 0.f;
+            float acc[8];
+            const float wd = any ? ed * inv : 0.f;
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                acc[k] = wd * od[k];
+#pragma unroll
+            for (int s = 0; s < S2_DIRECT; ++s)
+                if (s < act) {
+                    const float w = any ? x[s] * inv : 0.f;
+#pragma unroll
+                    for (int k = 0; k < 8; ++k)
+                        acc[k] += w * o[s][k];
+                }
+            *(uint4 *)(p.o + (long long)(q0 + i) * p.o_st + (long long)h * p.o_sh + col) =
+                make_uint4(pack_bf2(acc[0], acc[1]), pack_bf2(acc[2], acc[3]),
+                           pack_bf2(acc[4], acc[5]), pack_bf2(acc[6], acc[7]));
+            if (chunk == 0 && cg == 0 && p.lse)
+                p.lse[(long long)(q0 + i) * p.lse_st + h] = any ? M + __logf(sum) : -INFINITY;
+        }
+        return;
+    }
+#endif
     for (int idx = tid; idx < L * act; idx += S2_THREADS) {
         const int i = idx / act, s = idx - i * act;
-        wsp[i * NS + s] = p.part_lse[part_row0 + (long long)s * p.HL + i * p.H + h];
+        wsp[i * NSP + s] = p.part_lse[part_row0 + (long long)s * p.HL + i * p.H + h];
     }
+    if constexpr (SEP)
+        for (int i = tid; i < L; i += S2_THREADS)
+            wsp[i * NSP + act] = p.draft_lse[(long long)b * p.HL + i * p.H + h];
     __syncthreads();
 
-    // Phase 2: one warp per row: max, denominator, normalized weights.
+    // Phase 2: one warp per row: normalized weights and the row's lse.
     for (int i = warp; i < L; i += S2_THREADS / 32) {
-        // fmaxf drops NaN, so a NaN split lse (a NaN key in that split) or
-        // draft score is flagged apart: the row is then NaN, lse included,
-        // as the reference's (SPEC non-finite policy).
-        float M = -INFINITY, bad = 0.f;
-        for (int s = lane; s < act; s += 32) {
-            const float x = wsp[i * NS + s];
-            bad = x != x ? 1.f : bad;
-            M = fmaxf(M, x);
-        }
-        for (int j = lane; j < L; j += 32) {
-            const float x = sc[i * L + j];
-            bad = x != x ? 1.f : bad;
-            M = fmaxf(M, x);
-        }
-        M = warp_max(M);
-        bad = warp_max(bad);
-        float sum = 0.f;
-        if (M != -INFINITY) {
-            for (int s = lane; s < act; s += 32)
-                sum += __expf(wsp[i * NS + s] - M);
-            for (int j = lane; j < L; j += 32)
-                sum += __expf(sc[i * L + j] - M);
-        }
-        sum = warp_sum(sum);
-        if (bad != 0.f)
-            sum = NAN;
-        // No visible key at all: o = 0, lse = -inf, and no 0/0 anywhere.
-        // NaN: every weight and the lse NaN.
-        const bool any = sum != 0.f;
-        const float inv = any ? 1.f / sum : 0.f;
-        for (int s = lane; s < act; s += 32)
-            wsp[i * NS + s] = any ? __expf(wsp[i * NS + s] - M) * inv : 0.f;
-        for (int j = lane; j < L; j += 32)
-            wd[i * L + j] = any ? __expf(sc[i * L + j] - M) * inv : 0.f;
+        const float lse = SEP ? s2_row_softmax(wsp + i * NSP, act + 1, nullptr, 0)
+                              : s2_row_softmax(wsp + i * NSP, act, sc + i * L, L);
         if (chunk == 0 && lane == 0 && p.lse)
-            p.lse[(long long)(q0 + i) * p.lse_st + h] = any ? M + __logf(sum) : -INFINITY;
+            p.lse[(long long)(q0 + i) * p.lse_st + h] = lse;
     }
     __syncthreads();
 
@@ -182,14 +330,23 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     // the splits shared among SG thread groups, then the draft values.
     auto finish = [&](int item, float *acc) {
         const int i = item / CG, cg = item - i * CG;
-        for (int j = 0; j <= i; ++j) {
-            const float w = wd[i * L + j];
-            const uint4 v = *(const uint4 *)(vs + j * cw + cg * 8);
-            const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+        if constexpr (SEP) {
+            float o[8];
+            load8<float>(p.draft_o, ((long long)b * p.HL + i * p.H + h) * p.Dv + chunk * cw + cg * 8, o);
+            const float w = wsp[i * NSP + act];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                acc[2 * k] += w * bf2_lo(vw[k]);
-                acc[2 * k + 1] += w * bf2_hi(vw[k]);
+            for (int k = 0; k < 8; ++k)
+                acc[k] += w * o[k];
+        } else {
+            for (int j = 0; j <= i; ++j) {
+                const float w = sc[i * L + j];
+                const uint4 v = *(const uint4 *)(vs + j * cw + cg * 8);
+                const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    acc[2 * k] += w * bf2_lo(vw[k]);
+                    acc[2 * k + 1] += w * bf2_hi(vw[k]);
+                }
             }
         }
         *(uint4 *)(p.o + (long long)(q0 + i) * p.o_st + (long long)h * p.o_sh + chunk * cw + cg * 8) =
@@ -203,7 +360,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
         for (int s = s0; s < act; s += step) {
             float o[8];
             load8<PT>(p.part_o, base + (long long)s * p.HL * p.Dv, o);
-            const float w = wsp[i * NS + s];
+            const float w = wsp[i * NSP + s];
 #pragma unroll
             for (int k = 0; k < 8; ++k)
                 acc[k] += w * o[k];

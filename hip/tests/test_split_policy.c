@@ -105,6 +105,26 @@ static void test_stage2_cols(void)
         }
 }
 
+static void test_draft_blocks(void)
+{
+    /* K3 bs 8 / 16k: 96 pairs, 128 stage-1 CTAs of 64 tiles: 21 pairs a
+     * block would do, but the 4 free SMs take 16 blocks. */
+    CHECK(mla_sp_draft_blocks(8, 12, 128, 132, 8LL * 16384, 8) == 16, "bs 8 / 16k: %d",
+          mla_sp_draft_blocks(8, 12, 128, 132, 8LL * 16384, 8));
+    /* DSV3 bs 64 / 1k: 1024 pairs, 16-tile CTAs: 5 pairs a block. */
+    CHECK(mla_sp_draft_blocks(64, 16, 128, 132, 64LL * 1024, 2) == 205, "bs 64 / 1k: %d",
+          mla_sp_draft_blocks(64, 16, 128, 132, 64LL * 1024, 2));
+    /* Short splits or a full grid: one block a pair. */
+    CHECK(mla_sp_draft_blocks(1, 12, 132, 132, 1024, 66) == 12, "bs 1 / 1k");
+    CHECK(mla_sp_draft_blocks(2, 16, 140, 132, 0, 70) == 32, "full grid, no prefix");
+    CHECK(mla_sp_draft_blocks(0, 12, 0, 132, 0, 1) == 1, "empty batch");
+    for (int bs = 1; bs <= 64; bs *= 2)
+        for (long long kv = 0; kv <= 65536LL * bs; kv += 4096LL * bs) {
+            const int n = mla_sp_draft_blocks(bs, 12, 128, 132, kv, 132 / (2 * bs) > 0 ? 132 / (2 * bs) : 1);
+            CHECK(n >= 1 && n <= bs * 12, "bs %d kv %lld: %d blocks", bs, kv, n);
+        }
+}
+
 static void test_partials(void)
 {
     size_t lo = 0;
@@ -122,6 +142,7 @@ int main(void)
     test_min_split();
     test_perhead();
     test_stage2_cols();
+    test_draft_blocks();
     test_partials();
     if (failures) {
         fprintf(stderr, "test_split_policy: %d failure(s)\n", failures);
