@@ -462,9 +462,14 @@ static hipError_t launch_fast(const SplitLaunch &a)
     // the draft kernel start, which lets stage 2 start and ends only after
     // stage 1 has). The per-head baseline keeps upstream's two plain
     // launches.
+    // Stage 1's active CTAs and their tokens, from the average prefix (the
+    // launch reads no device data).
+    const long long avg = bs > 0 ? a.g->num_kv_indices / bs : 0;
+    const int act = mla_plan_active_splits(avg > 0x7fffffffLL ? 0x7fffffff : (int32_t)avg,
+                                           a.info.num_splits, a.info.min_split);
     const int draft_blocks =
-        mla_sp_draft_blocks(bs, p1.H, (int)(grid.x * grid.y * grid.z), MLA_GPU_FAST_TARGET_CTAS,
-                            a.g->num_kv_indices, a.info.num_splits);
+        mla_sp_draft_blocks((long long)bs * p1.HL, (int)(grid.y * grid.z) * (act > 0 ? act : 1),
+                            MLA_GPU_FAST_TARGET_CTAS, act > 0 ? avg / act : 0);
     e = launch_draft(p2, draft_blocks, a.stream, true);
     if (e != hipSuccess)
         return e;

@@ -189,19 +189,6 @@ __host__ __device__ constexpr long long stage2_smem(int L, int NS, int D, int cw
                : s2_bf16_offset(L, NS, cw) + 2LL * (2LL * L * D + (long long)L * cw);
 }
 
-// draft_kernel (stage2_merge.h): fp32 scores, then weights [L][L]; then,
-// 16-byte aligned, bf16 q [L][D], k_extend [L][D], v_extend [L][Dv]. No
-// more than the per-head plan stage2_smem(L, NS, D, cw >= Dv, false), which
-// the split tiers' decline bounds.
-__host__ __device__ constexpr long long draft_bf16_offset(int L)
-{
-    return (4LL * L * L + 15) & ~15LL;
-}
-__host__ __device__ constexpr long long draft_smem(int L, int D, int Dv)
-{
-    return draft_bf16_offset(L) + 2LL * (2LL * L * D + (long long)L * Dv);
-}
-
 // Generic kernel (generic.h): fp32 q [D], four warps' accumulators [4][Dv],
 // their running max and sum [4] each.
 __host__ __device__ constexpr int generic_smem(int D, int Dv)

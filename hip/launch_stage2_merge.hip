@@ -59,7 +59,7 @@ hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl
 
 hipError_t launch_draft(const Stage2Params &p, int blocks, hipStream_t st, bool pdl)
 {
-    const int smem = (int)draft_smem(p.L, p.D, p.Dv);
+    const int smem = 0; // registers only
     const dim3 grid(blocks, 1, 1);
     const hipError_t e = s2_attributes((const void *)draft_kernel, smem);
     if (e != hipSuccess)

@@ -82,29 +82,20 @@ int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas)
     return Dv / nch;
 }
 
-/* As many pairs a block as a stage-1 CTA's tiles cover, on at least 4
- * blocks an SM left free (the draft kernel's ~41 KB of shared memory at
- * K3's L 8, H 12 leaves room for stage 2's early blocks), at most one block
- * a pair. Where stage 1 fills every SM, the blocks wait for stage 1's CTAs
- * to leave and then run at once. */
-int mla_sp_draft_blocks(int bs, int H, int grid1, int target_ctas, long long kv_total,
-                        int num_splits)
+int mla_sp_draft_blocks(long long rows, int active_ctas, int target_ctas, long long cta_tokens)
 {
-    const long long pairs = (long long)(bs > 0 ? bs : 0) * (H > 0 ? H : 0);
-    if (pairs < 1)
+    if (rows < 1)
         return 1;
-    const long long cta_tokens =
-        kv_total / ((long long)(bs > 0 ? bs : 1) * (num_splits > 0 ? num_splits : 1));
-    long long per = cta_tokens / MLA_SP_TILE_TOKENS / MLA_SP_DRAFT_PAIR_TILES;
-    if (per < 1)
-        per = 1;
-    long long blocks = (pairs + per - 1) / per;
-    const long long free_blocks = 4LL * (target_ctas > grid1 ? target_ctas - grid1 : 0);
-    if (blocks < free_blocks)
-        blocks = free_blocks;
-    if (blocks > pairs)
-        blocks = pairs;
-    return blocks > 0x7fffffffLL ? 0x7fffffff : (int)blocks;
+    const long long one_each = (rows + 7) / 8;
+    const long long free_sms = target_ctas > active_ctas ? target_ctas - active_ctas : 0;
+    const long long blocks = free_sms * MLA_SP_DRAFT_BLOCKS_PER_SM;
+    long long n = one_each;
+    if (blocks > 0 && blocks < one_each) {
+        const long long rounds = (rows + 8 * blocks - 1) / (8 * blocks);
+        if (rounds * MLA_SP_DRAFT_ROW_TILES * MLA_SP_TILE_TOKENS <= cta_tokens)
+            n = blocks;
+    }
+    return n > 0x7fffffffLL ? 0x7fffffff : (int)n;
 }
 
 static size_t align256(size_t x)

@@ -60,14 +60,17 @@ int mla_sp_perhead_num_splits(int bs, long long kv_total);
  * of target_ctas, a multiple of 64 dividing Dv. */
 int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas);
 
-/* Blocks of the fast tier's draft kernel (the draft block's partial), which
- * runs beside stage 1 on the SMs that stage 1's grid of grid1 CTAs leaves
- * free of target_ctas, and should end before stage 1 does: each block takes
- * (sequence, head) pairs in turn, a pair costing about
- * MLA_SP_DRAFT_PAIR_TILES stage-1 tiles of time. */
-#define MLA_SP_DRAFT_PAIR_TILES 3
-int mla_sp_draft_blocks(int bs, int H, int grid1, int target_ctas, long long kv_total,
-                        int num_splits);
+/* Blocks of the fast tier's draft kernel (the draft block's partial, one
+ * warp per draft row, 8 warps a block). It runs beside stage 1 on the SMs
+ * that stage 1's active_ctas leave free of target_ctas, up to
+ * MLA_SP_DRAFT_BLOCKS_PER_SM blocks each, and should end before stage 1's
+ * CTAs, which take cta_tokens prefix tokens each: a row costs about
+ * MLA_SP_DRAFT_ROW_TILES stage-1 tiles of time. Where the free SMs cannot
+ * finish the rows in time (or there are none), one block per 8 rows: those
+ * that find no free SM run as soon as stage 1's CTAs leave. */
+#define MLA_SP_DRAFT_BLOCKS_PER_SM 3
+#define MLA_SP_DRAFT_ROW_TILES 3
+int mla_sp_draft_blocks(long long rows, int active_ctas, int target_ctas, long long cta_tokens);
 
 /* Bytes of partial outputs (esize bytes each) and lse for ns splits, each
  * part 256-byte aligned; 0 on overflow. *lse_offset (may be NULL) receives

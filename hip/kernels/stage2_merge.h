@@ -99,8 +99,8 @@ __device__ __forceinline__ void s2_draft_scores(float *sc, const bf16_t *qs, con
 }
 
 // One warp's softmax of n log-weights x[0..n) into weights x * inv (in
-// place) and their log-sum-exp: the same rule for the draft block alone
-// (draft_kernel) and for a row's splits and drafts together (stage 2).
+// place) and their log-sum-exp, for a row's splits and drafts together
+// (stage 2; draft_kernel's online softmax keeps the same rule).
 // fmaxf drops NaN, so a NaN entry (a NaN key in a split, a NaN draft
 // score) is flagged apart: the weights and the lse are then NaN, as the
 // reference's (SPEC non-finite policy). No finite entry at all: weights 0,
@@ -140,58 +140,114 @@ __device__ __forceinline__ float s2_row_softmax(float *x, int n, float *x2, int 
 }
 
 // ---------------------------------------------------------------------------
-// The draft block as one more partial (fast tier): for each (sequence, head)
-// the causal L x L block's fp32 scores, its softmax alone and its fp32
-// output O_d = sum_j w_j v_j with lse_d, into p.draft_o / p.draft_lse; stage
-// 2 then merges it as a split. It runs beside stage 1 (launched after it
-// with PDL, on the SMs stage 1 leaves free): inside stage 2 it ran only once
-// stage 1 had left the SMs, ~5 us of every mid-size call (docs/perf-log.md
-// step 29). Grid: any number of blocks, each taking (sequence, head) pairs
-// in turn; 256 threads; shared-memory plan draft_smem (config.h).
+// The draft block as one more partial (fast tier): for each row (sequence,
+// draft i, head) the causal scores sm_scale q_i . k_j (j <= i) in fp32, their
+// softmax alone and the fp32 output O_d = sum_j w_j v_j with its lse, into
+// p.draft_o / p.draft_lse; stage 2 merges it as a split. It runs beside
+// stage 1 (launched after it with PDL, on the SMs stage 1 leaves free):
+// inside stage 2 it ran only once stage 1 had left the SMs, ~5 us of every
+// mid-size call (docs/perf-log.md step 29). One warp per row, rows taken in
+// turn over the grid, an online softmax over j; no shared memory and no
+// block barrier, so a row costs its L2 round trips and i + 1 warp sums.
+// Lane l holds the 16-byte chunks l, l + 32, l + 64 of q (D <= 576: 72
+// chunks) and l, l + 32 of the output (Dv <= 512: 64 chunks).
 // ---------------------------------------------------------------------------
-__global__ void __launch_bounds__(S2_THREADS) draft_kernel(Stage2Params p)
+__global__ void __launch_bounds__(S2_THREADS, MLA_SP_DRAFT_BLOCKS_PER_SM) draft_kernel(Stage2Params p)
 {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int L = p.L, D = p.D, Dv = p.Dv, CG = Dv / 8;
-    float *sc = (float *)smem_raw;                                // [L][L]
-    bf16_t *qs = (bf16_t *)(smem_raw + draft_bf16_offset(L));     // [L][D]
-    bf16_t *ks = qs + L * D;                                      // [L][D]
-    bf16_t *vs = ks + L * D;                                      // [L][Dv]
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     // Stage 2 may launch now; its wait covers this kernel's end, which
     // waits for stage 1 (below).
     pdl_launch_dependents();
-    for (int pr = blockIdx.x; pr < p.bs * p.H; pr += gridDim.x) {
-        const int b = pr / p.H, h = pr - b * p.H;
+    const int lane = threadIdx.x & 31;
+    const int QC = p.D / 8, VC = p.Dv / 8;
+    const long long rows = (long long)p.bs * p.HL;
+    const long long nw = (long long)gridDim.x * (S2_THREADS / 32);
+    for (long long t = (long long)blockIdx.x * (S2_THREADS / 32) + (threadIdx.x >> 5); t < rows; t += nw) {
+        const int b = (int)(t / p.HL), r = (int)(t - (long long)b * p.HL);
+        const int i = r / p.H, h = r - i * p.H;
         const int q0 = p.qo_indptr[b];
-        s2_stage_drafts(p, q0, h, qs, ks, vs, 0, Dv);
-        __syncthreads();
-        s2_draft_scores(sc, qs, ks, L, D, p.sm_scale);
-        __syncthreads();
-        for (int i = warp; i < L; i += S2_THREADS / 32) {
-            const float lse = s2_row_softmax(sc + i * L, L, nullptr, 0);
-            if (lane == 0)
-                p.draft_lse[(long long)b * p.HL + i * p.H + h] = lse;
-        }
-        __syncthreads();
-        for (int item = tid; item < L * CG; item += S2_THREADS) {
-            const int i = item / CG, cg = item - i * CG;
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (int j = 0; j <= i; ++j) {
-                const float w = sc[i * L + j];
-                const uint4 v = *(const uint4 *)(vs + j * Dv + cg * 8);
-                const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+        const uint4 zero = {0u, 0u, 0u, 0u};
+        const uint4 *qg = (const uint4 *)(p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh);
+        uint4 qv[3];
+#pragma unroll
+        for (int c = 0; c < 3; ++c)
+            qv[c] = lane + 32 * c < QC ? qg[lane + 32 * c] : zero;
+        float m = -INFINITY, l = 0.f, o[16];
+#pragma unroll
+        for (int k = 0; k < 16; ++k)
+            o[k] = 0.f;
+        bool bad = false;
+        // k and v of draft j + 1 load while draft j is computed.
+        uint4 kv[3], vv[2];
+        auto load_kv = [&](int j, uint4 *kd, uint4 *vd) {
+            const uint4 *kg = (const uint4 *)(p.k_ext + (long long)(q0 + j) * p.k_st);
+            const uint4 *vg = (const uint4 *)(p.v_ext + (long long)(q0 + j) * p.v_st);
+#pragma unroll
+            for (int c = 0; c < 3; ++c)
+                kd[c] = lane + 32 * c < QC ? kg[lane + 32 * c] : zero;
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+                vd[c] = lane + 32 * c < VC ? vg[lane + 32 * c] : zero;
+        };
+        load_kv(0, kv, vv);
+#pragma unroll 1
+        for (int j = 0; j <= i; ++j) {
+            uint4 kn[3], vn[2];
+            load_kv(j < i ? j + 1 : j, kn, vn);
+            float a0 = 0.f, a1 = 0.f;
+#pragma unroll
+            for (int c = 0; c < 3; ++c) {
+                const uint32_t qw[4] = {qv[c].x, qv[c].y, qv[c].z, qv[c].w};
+                const uint32_t kw[4] = {kv[c].x, kv[c].y, kv[c].z, kv[c].w};
 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
-                    acc[2 * k] += w * bf2_lo(vw[k]);
-                    acc[2 * k + 1] += w * bf2_hi(vw[k]);
+                    a0 += bf2_lo(qw[k]) * bf2_lo(kw[k]);
+                    a1 += bf2_hi(qw[k]) * bf2_hi(kw[k]);
                 }
             }
-            float4 *dst = (float4 *)(p.draft_o + ((long long)b * p.HL + i * p.H + h) * Dv + cg * 8);
-            dst[0] = float4{acc[0], acc[1], acc[2], acc[3]};
-            dst[1] = float4{acc[4], acc[5], acc[6], acc[7]};
+            const float s = warp_sum(a0 + a1) * p.sm_scale;
+            // fmaxf-style max drops NaN: flagged apart, as s2_row_softmax.
+            bad = bad || s != s;
+            if (s > m) {
+                const float corr = __expf(m - s); // 0 from m = -inf
+                l *= corr;
+#pragma unroll
+                for (int k = 0; k < 16; ++k)
+                    o[k] *= corr;
+                m = s;
+            }
+            const float e = s == -INFINITY ? 0.f : __expf(s - m);
+            l += e;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const uint32_t vw[4] = {vv[c].x, vv[c].y, vv[c].z, vv[c].w};
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    o[8 * c + 2 * k] += e * bf2_lo(vw[k]);
+                    o[8 * c + 2 * k + 1] += e * bf2_hi(vw[k]);
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < 3; ++c)
+                kv[c] = kn[c];
+            vv[0] = vn[0];
+            vv[1] = vn[1];
         }
-        __syncthreads(); // the next pair overwrites the staged rows
+        // The rule of s2_row_softmax: NaN anywhere makes the row NaN; no
+        // finite score (all -inf) gives 0 and lse -inf.
+        if (bad)
+            l = NAN;
+        const bool any = l != 0.f;
+        const float inv = any ? 1.f / l : 0.f;
+        float *dst = p.draft_o + t * p.Dv;
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+            if (lane + 32 * c < VC) {
+                float4 *d4 = (float4 *)(dst + 8 * (lane + 32 * c));
+                d4[0] = float4{o[8 * c] * inv, o[8 * c + 1] * inv, o[8 * c + 2] * inv, o[8 * c + 3] * inv};
+                d4[1] = float4{o[8 * c + 4] * inv, o[8 * c + 5] * inv, o[8 * c + 6] * inv, o[8 * c + 7] * inv};
+            }
+        if (lane == 0)
+            p.draft_lse[t] = any ? m + __logf(l) : -INFINITY;
     }
     // Stage 2 waits for this grid only: ending after stage 1 makes that
     // wait cover stage 1's partials too.
@@ -210,9 +266,6 @@ __global__ void __launch_bounds__(S2_THREADS) draft_kernel(Stage2Params p)
 // ---------------------------------------------------------------------------
 // Columns per block (cw): a multiple of 64 dividing Dv (split_policy.c);
 // the shared-memory plans are stage2_smem and stage2_sep_smem (config.h).
-// Splits that stage 2 (SEP) merges without staging their weights.
-constexpr int S2_DIRECT = 8;
-
 template <typename PT, bool SEP> __global__ void __launch_bounds__(S2_THREADS) stage2_kernel(Stage2Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -244,70 +297,6 @@ template <typename PT, bool SEP> __global__ void __launch_bounds__(S2_THREADS) s
     // Everything above read inputs only; the partials come from stage 1
     // (and draft_kernel).
     pdl_wait();
-#ifndef MLA_AB_S2_NO_DIRECT
-    // Up to S2_DIRECT splits (SEP): each thread reads its row's lse values
-    // and its 16 bytes of every partial at once and computes the row's
-    // weights itself, the rule of s2_row_softmax: one round trip to L2
-    // instead of lse, weights, partials in turn with two block barriers.
-    if (SEP && act <= S2_DIRECT) {
-        for (int item = tid; item < items; item += S2_THREADS) {
-            const int i = item / CG, cg = item - i * CG;
-            const long long row = part_row0 + i * p.H + h, drow = (long long)b * p.HL + i * p.H + h;
-            const long long col = chunk * cw + cg * 8;
-            float x[S2_DIRECT], o[S2_DIRECT][8], od[8];
-#pragma unroll
-            for (int s = 0; s < S2_DIRECT; ++s)
-                if (s < act) {
-                    x[s] = p.part_lse[row + (long long)s * p.HL];
-                    load8<PT>(p.part_o, (row + (long long)s * p.HL) * p.Dv + col, o[s]);
-                }
-            const float xd = p.draft_lse[drow];
-            load8<float>(p.draft_o, drow * p.Dv + col, od);
-            float M = fmaxf(-INFINITY, xd);
-            bool bad = xd != xd;
-#pragma unroll
-            for (int s = 0; s < S2_DIRECT; ++s)
-                if (s < act) {
-                    bad = bad || x[s] != x[s];
-                    M = fmaxf(M, x[s]);
-                }
-            float sum = 0.f, ed = 0.f;
-            if (M != -INFINITY) {
-                ed = __expf(xd - M);
-                sum = ed;
-#pragma unroll
-                for (int s = 0; s < S2_DIRECT; ++s)
-                    if (s < act) {
-                        x[s] = __expf(x[s] - M);
-                        sum += x[s];
-                    }
-            }
-            if (bad)
-                sum = NAN;
-            const bool any = sum != 0.f;
-            const float inv = any ? 1.f / sum : 0.f;
-            float acc[8];
-            const float wd = any ? ed * inv : 0.f;
-#pragma unroll
-            for (int k = 0; k < 8; ++k)
-                acc[k] = wd * od[k];
-#pragma unroll
-            for (int s = 0; s < S2_DIRECT; ++s)
-                if (s < act) {
-                    const float w = any ? x[s] * inv : 0.f;
-#pragma unroll
-                    for (int k = 0; k < 8; ++k)
-                        acc[k] += w * o[s][k];
-                }
-            *(uint4 *)(p.o + (long long)(q0 + i) * p.o_st + (long long)h * p.o_sh + col) =
-                make_uint4(pack_bf2(acc[0], acc[1]), pack_bf2(acc[2], acc[3]),
-                           pack_bf2(acc[4], acc[5]), pack_bf2(acc[6], acc[7]));
-            if (chunk == 0 && cg == 0 && p.lse)
-                p.lse[(long long)(q0 + i) * p.lse_st + h] = any ? M + __logf(sum) : -INFINITY;
-        }
-        return;
-    }
-#endif
     for (int idx = tid; idx < L * act; idx += S2_THREADS) {
         const int i = idx / act, s = idx - i * act;
         wsp[i * NSP + s] = p.part_lse[part_row0 + (long long)s * p.HL + i * p.H + h];

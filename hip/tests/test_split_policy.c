@@ -107,22 +107,25 @@ static void test_stage2_cols(void)
 
 static void test_draft_blocks(void)
 {
-    /* K3 bs 8 / 16k: 96 pairs, 128 stage-1 CTAs of 64 tiles: 21 pairs a
-     * block would do, but the 4 free SMs take 16 blocks. */
-    CHECK(mla_sp_draft_blocks(8, 12, 128, 132, 8LL * 16384, 8) == 16, "bs 8 / 16k: %d",
-          mla_sp_draft_blocks(8, 12, 128, 132, 8LL * 16384, 8));
-    /* DSV3 bs 64 / 1k: 1024 pairs, 16-tile CTAs: 5 pairs a block. */
-    CHECK(mla_sp_draft_blocks(64, 16, 128, 132, 64LL * 1024, 2) == 205, "bs 64 / 1k: %d",
-          mla_sp_draft_blocks(64, 16, 128, 132, 64LL * 1024, 2));
-    /* Short splits or a full grid: one block a pair. */
-    CHECK(mla_sp_draft_blocks(1, 12, 132, 132, 1024, 66) == 12, "bs 1 / 1k");
-    CHECK(mla_sp_draft_blocks(2, 16, 140, 132, 0, 70) == 32, "full grid, no prefix");
-    CHECK(mla_sp_draft_blocks(0, 12, 0, 132, 0, 1) == 1, "empty batch");
-    for (int bs = 1; bs <= 64; bs *= 2)
-        for (long long kv = 0; kv <= 65536LL * bs; kv += 4096LL * bs) {
-            const int n = mla_sp_draft_blocks(bs, 12, 128, 132, kv, 132 / (2 * bs) > 0 ? 132 / (2 * bs) : 1);
-            CHECK(n >= 1 && n <= bs * 12, "bs %d kv %lld: %d blocks", bs, kv, n);
-        }
+    /* K3 bs 8 / 16k: 768 rows, 128 active CTAs of 2048 tokens: the 4 free
+     * SMs take 12 blocks, 8 rows a warp. */
+    CHECK(mla_sp_draft_blocks(768, 128, 132, 2048) == 12, "bs 8 / 16k: %d",
+          mla_sp_draft_blocks(768, 128, 132, 2048));
+    /* DSV3 bs 64 / 1k: 4096 rows, 512-token CTAs: 43 rounds would take
+     * longer than stage 1, so one block per 8 rows. */
+    CHECK(mla_sp_draft_blocks(4096, 128, 132, 512) == 512, "bs 64 / 1k: %d",
+          mla_sp_draft_blocks(4096, 128, 132, 512));
+    /* bs 1 / 1k: 96 rows, 32 active CTAs: one block per 8 rows fits. */
+    CHECK(mla_sp_draft_blocks(96, 32, 132, 64) == 12, "bs 1 / 1k");
+    CHECK(mla_sp_draft_blocks(256, 140, 132, 100000) == 32, "full grid");
+    CHECK(mla_sp_draft_blocks(0, 0, 132, 0) == 1, "no rows");
+    for (long long rows = 1; rows <= 65536; rows *= 3)
+        for (int act = 0; act <= 140; act += 20)
+            for (long long tok = 0; tok <= 65536; tok += 8192) {
+                const int n = mla_sp_draft_blocks(rows, act, 132, tok);
+                CHECK(n >= 1 && n <= (rows + 7) / 8, "rows %lld act %d tokens %lld: %d blocks", rows, act,
+                      tok, n);
+            }
 }
 
 static void test_partials(void)
