@@ -470,7 +470,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
     const int draft_blocks =
         mla_sp_draft_blocks((long long)bs * p1.HL, (int)(grid.y * grid.z) * (act > 0 ? act : 1),
                             MLA_GPU_FAST_TARGET_CTAS, act > 0 ? avg / act : 0);
+#ifdef MLA_AB_DRAFT_ONE_EACH
+    e = launch_draft(p2, (int)(((long long)bs * p1.HL + 7) / 8), a.stream, true);
+#else
     e = launch_draft(p2, draft_blocks, a.stream, true);
+#endif
     if (e != hipSuccess)
         return e;
     return launch_stage2<bf16_t, true>(p2, bs, a.stream, true);
