@@ -468,10 +468,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
     const int act = mla_plan_active_splits(avg > 0x7fffffffLL ? 0x7fffffff : (int32_t)avg,
                                            a.info.num_splits, a.info.min_split);
     const int draft_blocks =
-        mla_sp_draft_blocks((long long)bs * p1.HL, (int)(grid.y * grid.z) * (act > 0 ? act : 1),
-                            MLA_GPU_FAST_TARGET_CTAS, act > 0 ? avg / act : 0);
+        mla_sp_draft_blocks((long long)bs * p1.H, draft_smem(p1.L, p1.D, p1.Dv),
+                            (int)(grid.y * grid.z) * (act > 0 ? act : 1), MLA_GPU_FAST_TARGET_CTAS,
+                            act > 0 ? avg / act : 0);
 #ifdef MLA_AB_DRAFT_ONE_EACH
-    e = launch_draft(p2, (int)(((long long)bs * p1.HL + 7) / 8), a.stream, true);
+    e = launch_draft(p2, bs * p1.H, a.stream, true);
 #else
     e = launch_draft(p2, draft_blocks, a.stream, true);
 #endif

@@ -189,6 +189,15 @@ __host__ __device__ constexpr long long stage2_smem(int L, int NS, int D, int cw
                : s2_bf16_offset(L, NS, cw) + 2LL * (2LL * L * D + (long long)L * cw);
 }
 
+// draft_kernel (stage2_merge.h), one warp per block: bf16 q [L][D],
+// k_extend [L][D], v_extend [L][Dv] of one (sequence, head) pair. No more
+// than the per-head stage 2's plan stage2_smem(L, NS, D, 512, false), which
+// the split tiers' decline bounds.
+__host__ __device__ constexpr long long draft_smem(int L, int D, int Dv)
+{
+    return 2LL * L * (2LL * D + Dv);
+}
+
 // Generic kernel (generic.h): fp32 q [D], four warps' accumulators [4][Dv],
 // their running max and sum [4] each.
 __host__ __device__ constexpr int generic_smem(int D, int Dv)

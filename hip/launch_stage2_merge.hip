@@ -21,12 +21,12 @@ static hipError_t s2_attributes(const void *kernel, int smem)
 #if defined(MLA_TARGET_NVIDIA)
 // Programmatic dependent launch: the kernel may start once every block of
 // the kernel before it has called griddepcontrol.launch_dependents.
-static hipError_t launch_pdl(void (*kernel)(Stage2Params), dim3 grid, int smem, hipStream_t st,
-                             const Stage2Params &p)
+static hipError_t launch_pdl(void (*kernel)(Stage2Params), dim3 grid, int threads, int smem,
+                             hipStream_t st, const Stage2Params &p)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
-    cfg.blockDim = dim3(S2_THREADS, 1, 1);
+    cfg.blockDim = dim3(threads, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
     cudaLaunchAttribute attr[1];
@@ -49,7 +49,7 @@ hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl
         return e;
 #if defined(MLA_TARGET_NVIDIA)
     if (pdl)
-        return launch_pdl(stage2_kernel<PT, SEP>, grid, smem, st, p);
+        return launch_pdl(stage2_kernel<PT, SEP>, grid, S2_THREADS, smem, st, p);
 #else
     (void)pdl;
 #endif
@@ -59,18 +59,18 @@ hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl
 
 hipError_t launch_draft(const Stage2Params &p, int blocks, hipStream_t st, bool pdl)
 {
-    const int smem = 0; // registers only
+    const int smem = (int)draft_smem(p.L, p.D, p.Dv);
     const dim3 grid(blocks, 1, 1);
     const hipError_t e = s2_attributes((const void *)draft_kernel, smem);
     if (e != hipSuccess)
         return e;
 #if defined(MLA_TARGET_NVIDIA)
     if (pdl)
-        return launch_pdl(draft_kernel, grid, smem, st, p);
+        return launch_pdl(draft_kernel, grid, 32, smem, st, p);
 #else
     (void)pdl;
 #endif
-    MLA_LAUNCH(grid, S2_THREADS, smem, st, p, draft_kernel);
+    MLA_LAUNCH(grid, 32, smem, st, p, draft_kernel);
     return hipGetLastError();
 }
 

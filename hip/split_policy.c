@@ -82,17 +82,21 @@ int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas)
     return Dv / nch;
 }
 
-int mla_sp_draft_blocks(long long rows, int active_ctas, int target_ctas, long long cta_tokens)
+int mla_sp_draft_blocks(long long pairs, long long pair_bytes, int active_ctas, int target_ctas,
+                        long long cta_tokens)
 {
-    if (rows < 1)
+    if (pairs < 1)
         return 1;
-    const long long one_each = (rows + 7) / 8;
+    /* An H200 SM: 228 KiB of shared memory, 1 KiB of it reserved per block. */
+    long long per_sm = (228LL * 1024) / ((pair_bytes > 0 ? pair_bytes : 0) + 1024);
+    if (per_sm > 16)
+        per_sm = 16;
     const long long free_sms = target_ctas > active_ctas ? target_ctas - active_ctas : 0;
-    const long long blocks = free_sms * MLA_SP_DRAFT_BLOCKS_PER_SM;
-    long long n = one_each;
-    if (blocks > 0 && blocks < one_each) {
-        const long long rounds = (rows + 8 * blocks - 1) / (8 * blocks);
-        if (rounds * MLA_SP_DRAFT_ROW_TILES * MLA_SP_TILE_TOKENS <= cta_tokens)
+    const long long blocks = free_sms * per_sm;
+    long long n = pairs;
+    if (blocks > 0 && blocks < pairs) {
+        const long long rounds = (pairs + blocks - 1) / blocks;
+        if (rounds * MLA_SP_DRAFT_PAIR_TILES * MLA_SP_TILE_TOKENS <= cta_tokens)
             n = blocks;
     }
     return n > 0x7fffffffLL ? 0x7fffffff : (int)n;

@@ -6,6 +6,7 @@
 #define MLA_KERNELS_STAGE2_MERGE_H
 
 #include "../device/bf16.h"
+#include "../device/cp_async.h"
 #include "../device/sync.h"
 #include "stage1_common.h"
 
@@ -146,108 +147,125 @@ __device__ __forceinline__ float s2_row_softmax(float *x, int n, float *x2, int 
 // p.draft_o / p.draft_lse; stage 2 merges it as a split. It runs beside
 // stage 1 (launched after it with PDL, on the SMs stage 1 leaves free):
 // inside stage 2 it ran only once stage 1 had left the SMs, ~5 us of every
-// mid-size call (docs/perf-log.md step 29). One warp per row, rows taken in
-// turn over the grid, an online softmax over j; no shared memory and no
-// block barrier, so a row costs its L2 round trips and i + 1 warp sums.
-// Lane l holds the 16-byte chunks l, l + 32, l + 64 of q (D <= 576: 72
-// chunks) and l, l + 32 of the output (Dv <= 512: 64 chunks).
+// mid-size call (docs/perf-log.md step 29).
+// One warp per block, taking (sequence, head) pairs in turn: the pair's q,
+// k_extend and v_extend rows go to shared memory in one burst of copies
+// (one round trip: a warp per row that loaded each draft j in turn waited a
+// round trip per j, 2-5 us a row under stage 1's traffic), then the warp
+// computes each row: the dot products of up to DRAFT_J drafts at once (their
+// warp sums interleaved), an online softmax over those groups. Lane l holds
+// output chunks l and l + 32 (16 bytes of v each: Dv <= 512).
 // ---------------------------------------------------------------------------
-__global__ void __launch_bounds__(S2_THREADS, MLA_SP_DRAFT_BLOCKS_PER_SM) draft_kernel(Stage2Params p)
+constexpr int DRAFT_J = 8;
+
+__global__ void __launch_bounds__(32) draft_kernel(Stage2Params p)
 {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
     // Stage 2 may launch now; its wait covers this kernel's end, which
     // waits for stage 1 (below).
     pdl_launch_dependents();
     const int lane = threadIdx.x & 31;
-    const int QC = p.D / 8, VC = p.Dv / 8;
-    const long long rows = (long long)p.bs * p.HL;
-    const long long nw = (long long)gridDim.x * (S2_THREADS / 32);
-    for (long long t = (long long)blockIdx.x * (S2_THREADS / 32) + (threadIdx.x >> 5); t < rows; t += nw) {
-        const int b = (int)(t / p.HL), r = (int)(t - (long long)b * p.HL);
-        const int i = r / p.H, h = r - i * p.H;
+    const int L = p.L, D = p.D, QC = p.D / 8, VC = p.Dv / 8;
+    bf16_t *qs = (bf16_t *)smem_raw; // [L][D]
+    bf16_t *ks = qs + L * D;         // [L][D]
+    bf16_t *vs = ks + L * D;         // [L][Dv]
+    for (int pr = blockIdx.x; pr < p.bs * p.H; pr += gridDim.x) {
+        const int b = pr / p.H, h = pr - b * p.H;
         const int q0 = p.qo_indptr[b];
-        const uint4 zero = {0u, 0u, 0u, 0u};
-        const uint4 *qg = (const uint4 *)(p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh);
-        uint4 qv[3];
+        __syncthreads(); // the previous pair's rows are read
+        for (int e = lane; e < L * QC; e += 32) {
+            const int i = e / QC, c = e - i * QC;
+            cp_async16(qs + i * D + 8 * c, p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh + 8 * c, 16);
+            cp_async16(ks + i * D + 8 * c, p.k_ext + (long long)(q0 + i) * p.k_st + 8 * c, 16);
+        }
+        for (int e = lane; e < L * VC; e += 32) {
+            const int j = e / VC, c = e - j * VC;
+            cp_async16(vs + j * p.Dv + 8 * c, p.v_ext + (long long)(q0 + j) * p.v_st + 8 * c, 16);
+        }
+        cp_async_commit();
+        cp_async_wait_all();
+        __syncthreads();
+        for (int i = 0; i < L; ++i) {
+            const uint4 *qr = (const uint4 *)(qs + i * D);
+            float m = -INFINITY, l = 0.f, o[16];
 #pragma unroll
-        for (int c = 0; c < 3; ++c)
-            qv[c] = lane + 32 * c < QC ? qg[lane + 32 * c] : zero;
-        float m = -INFINITY, l = 0.f, o[16];
+            for (int k = 0; k < 16; ++k)
+                o[k] = 0.f;
+            bool bad = false;
+            for (int j0 = 0; j0 <= i; j0 += DRAFT_J) {
+                float sj[DRAFT_J];
 #pragma unroll
-        for (int k = 0; k < 16; ++k)
-            o[k] = 0.f;
-        bool bad = false;
-        // k and v of draft j + 1 load while draft j is computed.
-        uint4 kv[3], vv[2];
-        auto load_kv = [&](int j, uint4 *kd, uint4 *vd) {
-            const uint4 *kg = (const uint4 *)(p.k_ext + (long long)(q0 + j) * p.k_st);
-            const uint4 *vg = (const uint4 *)(p.v_ext + (long long)(q0 + j) * p.v_st);
+                for (int jj = 0; jj < DRAFT_J; ++jj)
+                    sj[jj] = 0.f;
+                for (int c = lane; c < QC; c += 32) {
+                    const uint4 qv = qr[c];
+                    const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w};
 #pragma unroll
-            for (int c = 0; c < 3; ++c)
-                kd[c] = lane + 32 * c < QC ? kg[lane + 32 * c] : zero;
+                    for (int jj = 0; jj < DRAFT_J; ++jj)
+                        if (j0 + jj <= i) {
+                            const uint4 kv = ((const uint4 *)(ks + (j0 + jj) * D))[c];
+                            const uint32_t kw[4] = {kv.x, kv.y, kv.z, kv.w};
 #pragma unroll
-            for (int c = 0; c < 2; ++c)
-                vd[c] = lane + 32 * c < VC ? vg[lane + 32 * c] : zero;
-        };
-        load_kv(0, kv, vv);
-#pragma unroll 1
-        for (int j = 0; j <= i; ++j) {
-            uint4 kn[3], vn[2];
-            load_kv(j < i ? j + 1 : j, kn, vn);
-            float a0 = 0.f, a1 = 0.f;
-#pragma unroll
-            for (int c = 0; c < 3; ++c) {
-                const uint32_t qw[4] = {qv[c].x, qv[c].y, qv[c].z, qv[c].w};
-                const uint32_t kw[4] = {kv[c].x, kv[c].y, kv[c].z, kv[c].w};
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    a0 += bf2_lo(qw[k]) * bf2_lo(kw[k]);
-                    a1 += bf2_hi(qw[k]) * bf2_hi(kw[k]);
+                            for (int k = 0; k < 4; ++k)
+                                sj[jj] += bf2_lo(qw[k]) * bf2_lo(kw[k]) + bf2_hi(qw[k]) * bf2_hi(kw[k]);
+                        }
                 }
-            }
-            const float s = warp_sum(a0 + a1) * p.sm_scale;
-            // fmaxf-style max drops NaN: flagged apart, as s2_row_softmax.
-            bad = bad || s != s;
-            if (s > m) {
-                const float corr = __expf(m - s); // 0 from m = -inf
+                for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+                    for (int jj = 0; jj < DRAFT_J; ++jj)
+                        sj[jj] += mla_shfl_xor(sj[jj], off, 32);
+                // The rule of s2_row_softmax: a NaN score makes the row NaN
+                // (fmaxf would drop it); no finite score gives 0, lse -inf.
+                float mg = m;
+#pragma unroll
+                for (int jj = 0; jj < DRAFT_J; ++jj)
+                    if (j0 + jj <= i) {
+                        sj[jj] *= p.sm_scale;
+                        bad = bad || sj[jj] != sj[jj];
+                        mg = fmaxf(mg, sj[jj]);
+                    }
+                if (mg == -INFINITY)
+                    continue; // nothing visible yet: l and o stay 0
+                const float corr = __expf(m - mg); // 0 from m = -inf
                 l *= corr;
 #pragma unroll
                 for (int k = 0; k < 16; ++k)
                     o[k] *= corr;
-                m = s;
+                m = mg;
+#pragma unroll
+                for (int jj = 0; jj < DRAFT_J; ++jj)
+                    if (j0 + jj <= i) {
+                        const float e = __expf(sj[jj] - m);
+                        l += e;
+#pragma unroll
+                        for (int c = 0; c < 2; ++c)
+                            if (lane + 32 * c < VC) {
+                                const uint4 v = ((const uint4 *)(vs + (j0 + jj) * p.Dv))[lane + 32 * c];
+                                const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                                for (int k = 0; k < 4; ++k) {
+                                    o[8 * c + 2 * k] += e * bf2_lo(vw[k]);
+                                    o[8 * c + 2 * k + 1] += e * bf2_hi(vw[k]);
+                                }
+                            }
+                    }
             }
-            const float e = s == -INFINITY ? 0.f : __expf(s - m);
-            l += e;
+            if (bad)
+                l = NAN;
+            const bool any = l != 0.f;
+            const float inv = any ? 1.f / l : 0.f;
+            const long long row = (long long)b * p.HL + i * p.H + h;
+            float *dst = p.draft_o + row * p.Dv;
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const uint32_t vw[4] = {vv[c].x, vv[c].y, vv[c].z, vv[c].w};
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    o[8 * c + 2 * k] += e * bf2_lo(vw[k]);
-                    o[8 * c + 2 * k + 1] += e * bf2_hi(vw[k]);
+            for (int c = 0; c < 2; ++c)
+                if (lane + 32 * c < VC) {
+                    float4 *d4 = (float4 *)(dst + 8 * (lane + 32 * c));
+                    d4[0] = float4{o[8 * c] * inv, o[8 * c + 1] * inv, o[8 * c + 2] * inv, o[8 * c + 3] * inv};
+                    d4[1] = float4{o[8 * c + 4] * inv, o[8 * c + 5] * inv, o[8 * c + 6] * inv, o[8 * c + 7] * inv};
                 }
-            }
-#pragma unroll
-            for (int c = 0; c < 3; ++c)
-                kv[c] = kn[c];
-            vv[0] = vn[0];
-            vv[1] = vn[1];
+            if (lane == 0)
+                p.draft_lse[row] = any ? m + __logf(l) : -INFINITY;
         }
-        // The rule of s2_row_softmax: NaN anywhere makes the row NaN; no
-        // finite score (all -inf) gives 0 and lse -inf.
-        if (bad)
-            l = NAN;
-        const bool any = l != 0.f;
-        const float inv = any ? 1.f / l : 0.f;
-        float *dst = p.draft_o + t * p.Dv;
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-            if (lane + 32 * c < VC) {
-                float4 *d4 = (float4 *)(dst + 8 * (lane + 32 * c));
-                d4[0] = float4{o[8 * c] * inv, o[8 * c + 1] * inv, o[8 * c + 2] * inv, o[8 * c + 3] * inv};
-                d4[1] = float4{o[8 * c + 4] * inv, o[8 * c + 5] * inv, o[8 * c + 6] * inv, o[8 * c + 7] * inv};
-            }
-        if (lane == 0)
-            p.draft_lse[t] = any ? m + __logf(l) : -INFINITY;
     }
     // Stage 2 waits for this grid only: ending after stage 1 makes that
     // wait cover stage 1's partials too.
