@@ -468,7 +468,7 @@ static hipError_t launch_fast(const SplitLaunch &a)
     const int act = mla_plan_active_splits(avg > 0x7fffffffLL ? 0x7fffffff : (int32_t)avg,
                                            a.info.num_splits, a.info.min_split);
     const int draft_blocks =
-        mla_sp_draft_blocks((long long)bs * p1.H, draft_smem(p1.L, p1.D, p1.Dv),
+        mla_sp_draft_blocks((long long)bs * p1.H, draft_smem(p1.L, p1.D, p1.Dv), draft_threads(p1.L),
                             (int)(grid.y * grid.z) * (act > 0 ? act : 1), MLA_GPU_FAST_TARGET_CTAS,
                             act > 0 ? avg / act : 0);
 #ifdef MLA_AB_DRAFT_ONE_EACH

@@ -189,10 +189,16 @@ __host__ __device__ constexpr long long stage2_smem(int L, int NS, int D, int cw
                : s2_bf16_offset(L, NS, cw) + 2LL * (2LL * L * D + (long long)L * cw);
 }
 
-// draft_kernel (stage2_merge.h), one warp per block: bf16 q [L][D],
+// draft_kernel (stage2_merge.h): one warp per draft row, at most
+// DRAFT_MAX_WARPS (rows beyond take turns); bf16 q [L][D],
 // k_extend [L][D], v_extend [L][Dv] of one (sequence, head) pair. No more
 // than the per-head stage 2's plan stage2_smem(L, NS, D, 512, false), which
 // the split tiers' decline bounds.
+constexpr int DRAFT_MAX_WARPS = 16;
+__host__ __device__ constexpr int draft_threads(int L)
+{
+    return 32 * (L < DRAFT_MAX_WARPS ? (L > 0 ? L : 1) : DRAFT_MAX_WARPS);
+}
 __host__ __device__ constexpr long long draft_smem(int L, int D, int Dv)
 {
     return 2LL * L * (2LL * D + Dv);

@@ -66,11 +66,11 @@ hipError_t launch_draft(const Stage2Params &p, int blocks, hipStream_t st, bool 
         return e;
 #if defined(MLA_TARGET_NVIDIA)
     if (pdl)
-        return launch_pdl(draft_kernel, grid, 32, smem, st, p);
+        return launch_pdl(draft_kernel, grid, draft_threads(p.L), smem, st, p);
 #else
     (void)pdl;
 #endif
-    MLA_LAUNCH(grid, 32, smem, st, p, draft_kernel);
+    MLA_LAUNCH(grid, draft_threads(p.L), smem, st, p, draft_kernel);
     return hipGetLastError();
 }
 

@@ -82,15 +82,19 @@ int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas)
     return Dv / nch;
 }
 
-int mla_sp_draft_blocks(long long pairs, long long pair_bytes, int active_ctas, int target_ctas,
-                        long long cta_tokens)
+int mla_sp_draft_blocks(long long pairs, long long pair_bytes, int threads, int active_ctas,
+                        int target_ctas, long long cta_tokens)
 {
     if (pairs < 1)
         return 1;
-    /* An H200 SM: 228 KiB of shared memory, 1 KiB of it reserved per block. */
+    /* An H200 SM: 228 KiB of shared memory (1 KiB of it reserved per
+     * block), 2048 threads, 32 blocks. */
     long long per_sm = (228LL * 1024) / ((pair_bytes > 0 ? pair_bytes : 0) + 1024);
-    if (per_sm > 16)
-        per_sm = 16;
+    const long long by_threads = 2048 / (threads > 0 ? threads : 32);
+    if (per_sm > by_threads)
+        per_sm = by_threads;
+    if (per_sm > 32)
+        per_sm = 32;
     const long long free_sms = target_ctas > active_ctas ? target_ctas - active_ctas : 0;
     const long long blocks = free_sms * per_sm;
     long long n = pairs;

@@ -148,23 +148,23 @@ __device__ __forceinline__ float s2_row_softmax(float *x, int n, float *x2, int 
 // stage 1 (launched after it with PDL, on the SMs stage 1 leaves free):
 // inside stage 2 it ran only once stage 1 had left the SMs, ~5 us of every
 // mid-size call (docs/perf-log.md step 29).
-// One warp per block, taking (sequence, head) pairs in turn: the pair's q,
-// k_extend and v_extend rows go to shared memory in one burst of copies
-// (one round trip: a warp per row that loaded each draft j in turn waited a
-// round trip per j, 2-5 us a row under stage 1's traffic), then the warp
-// computes each row: the dot products of up to DRAFT_J drafts at once (their
-// warp sums interleaved), an online softmax over those groups. Lane l holds
-// output chunks l and l + 32 (16 bytes of v each: Dv <= 512).
-// ---------------------------------------------------------------------------
+// One block per (sequence, head) pair at a time, one warp per draft row: the
+// pair's q, k_extend and v_extend rows go to shared memory in one burst of
+// copies (one round trip: a warp per row that loaded each draft j in turn
+// waited a round trip per j, 2-5 us a row under stage 1's traffic; one warp
+// computing a pair's rows one after another took ~18 us a pair), then each
+// warp computes its row: the dot products of up to DRAFT_J drafts at once
+// (their warp sums interleaved) and an online softmax over those groups.
+// Lane l holds output chunks l and l + 32 (16 bytes of v each: Dv <= 512).
 constexpr int DRAFT_J = 8;
 
-__global__ void __launch_bounds__(32) draft_kernel(Stage2Params p)
+__global__ void __launch_bounds__(32 * DRAFT_MAX_WARPS) draft_kernel(Stage2Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Stage 2 may launch now; its wait covers this kernel's end, which
     // waits for stage 1 (below).
     pdl_launch_dependents();
-    const int lane = threadIdx.x & 31;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
     const int L = p.L, D = p.D, QC = p.D / 8, VC = p.Dv / 8;
     bf16_t *qs = (bf16_t *)smem_raw; // [L][D]
     bf16_t *ks = qs + L * D;         // [L][D]
@@ -173,19 +173,19 @@ __global__ void __launch_bounds__(32) draft_kernel(Stage2Params p)
         const int b = pr / p.H, h = pr - b * p.H;
         const int q0 = p.qo_indptr[b];
         __syncthreads(); // the previous pair's rows are read
-        for (int e = lane; e < L * QC; e += 32) {
+        for (int e = tid; e < L * QC; e += blockDim.x) {
             const int i = e / QC, c = e - i * QC;
             cp_async16(qs + i * D + 8 * c, p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh + 8 * c, 16);
             cp_async16(ks + i * D + 8 * c, p.k_ext + (long long)(q0 + i) * p.k_st + 8 * c, 16);
         }
-        for (int e = lane; e < L * VC; e += 32) {
+        for (int e = tid; e < L * VC; e += blockDim.x) {
             const int j = e / VC, c = e - j * VC;
             cp_async16(vs + j * p.Dv + 8 * c, p.v_ext + (long long)(q0 + j) * p.v_st + 8 * c, 16);
         }
         cp_async_commit();
         cp_async_wait_all();
         __syncthreads();
-        for (int i = 0; i < L; ++i) {
+        for (int i = warp; i < L; i += nwarps) {
             const uint4 *qr = (const uint4 *)(qs + i * D);
             float m = -INFINITY, l = 0.f, o[16];
 #pragma unroll

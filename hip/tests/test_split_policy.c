@@ -108,23 +108,25 @@ static void test_stage2_cols(void)
 static void test_draft_blocks(void)
 {
     const long long k3 = 2LL * 8 * (2 * 576 + 512), ds = 2LL * 4 * (2 * 576 + 512);
-    /* K3 bs 64 / 16k: 768 pairs of 26,624 bytes, 128 active CTAs of 16k
-     * tokens: 8 blocks on each of the 4 free SMs, 24 pairs a block. */
-    CHECK(mla_sp_draft_blocks(768, k3, 128, 132, 16384) == 32, "K3 bs 64 / 16k: %d",
-          mla_sp_draft_blocks(768, k3, 128, 132, 16384));
-    /* DSV3 bs 64 / 16k: 1024 pairs of 13,312 bytes: 16 blocks an SM. */
-    CHECK(mla_sp_draft_blocks(1024, ds, 128, 132, 8192) == 64, "DSV3 bs 64 / 16k");
+    /* K3 bs 64 / 16k: 768 pairs of 26,624 bytes and 8 warps, 128 active
+     * CTAs of 16k tokens: 8 blocks on each of the 4 free SMs, 24 pairs a
+     * block. */
+    CHECK(mla_sp_draft_blocks(768, k3, 256, 128, 132, 16384) == 32, "K3 bs 64 / 16k: %d",
+          mla_sp_draft_blocks(768, k3, 256, 128, 132, 16384));
+    /* DSV3 bs 64 / 16k: 1024 pairs of 13,312 bytes and 4 warps: 16 blocks
+     * an SM. */
+    CHECK(mla_sp_draft_blocks(1024, ds, 128, 128, 132, 8192) == 64, "DSV3 bs 64 / 16k");
     /* DSV3 bs 64 / 1k: 512-token CTAs; 16 rounds would take longer than
      * stage 1, so one block per pair. */
-    CHECK(mla_sp_draft_blocks(1024, ds, 128, 132, 512) == 1024, "DSV3 bs 64 / 1k");
+    CHECK(mla_sp_draft_blocks(1024, ds, 128, 128, 132, 512) == 1024, "DSV3 bs 64 / 1k");
     /* bs 1 / 1k: 12 pairs, 32 active CTAs: one block a pair. */
-    CHECK(mla_sp_draft_blocks(12, k3, 32, 132, 64) == 12, "bs 1 / 1k");
-    CHECK(mla_sp_draft_blocks(256, k3, 140, 132, 100000) == 256, "full grid");
-    CHECK(mla_sp_draft_blocks(0, k3, 0, 132, 0) == 1, "no pairs");
+    CHECK(mla_sp_draft_blocks(12, k3, 256, 32, 132, 64) == 12, "bs 1 / 1k");
+    CHECK(mla_sp_draft_blocks(256, k3, 256, 140, 132, 100000) == 256, "full grid");
+    CHECK(mla_sp_draft_blocks(0, k3, 256, 0, 132, 0) == 1, "no pairs");
     for (long long pairs = 1; pairs <= 65536; pairs *= 3)
         for (int act = 0; act <= 140; act += 20)
             for (long long tok = 0; tok <= 65536; tok += 8192) {
-                const int n = mla_sp_draft_blocks(pairs, k3, act, 132, tok);
+                const int n = mla_sp_draft_blocks(pairs, k3, 256, act, 132, tok);
                 CHECK(n >= 1 && n <= pairs, "pairs %lld act %d tokens %lld: %d blocks", pairs, act,
                       tok, n);
             }
