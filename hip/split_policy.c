@@ -88,11 +88,16 @@ int mla_sp_draft_blocks(long long pairs, long long pair_bytes, int threads, int 
     if (pairs < 1)
         return 1;
     /* An H200 SM: 228 KiB of shared memory (1 KiB of it reserved per
-     * block), 2048 threads, 32 blocks. */
+     * block), 2048 threads, 64 K registers, 32 blocks. Counting shared
+     * memory and threads alone put 8 K3 blocks on an SM that holds 4: the
+     * other half waited for stage 1 to end (+18 to +180 us, the H200 run of
+     * perf-log step 29). */
+    const long long t = threads > 0 ? threads : 32;
     long long per_sm = (228LL * 1024) / ((pair_bytes > 0 ? pair_bytes : 0) + 1024);
-    const long long by_threads = 2048 / (threads > 0 ? threads : 32);
-    if (per_sm > by_threads)
-        per_sm = by_threads;
+    if (per_sm > 2048 / t)
+        per_sm = 2048 / t;
+    if (per_sm > 65536 / (t * MLA_SP_DRAFT_REGS))
+        per_sm = 65536 / (t * MLA_SP_DRAFT_REGS);
     if (per_sm > 32)
         per_sm = 32;
     const long long free_sms = target_ctas > active_ctas ? target_ctas - active_ctas : 0;

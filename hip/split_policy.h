@@ -64,12 +64,14 @@ int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas);
  * (sequence, head) pair at a time, `threads` threads and pair_bytes of
  * shared memory a block). It runs beside stage 1 on the SMs that stage 1's
  * active_ctas leave free of target_ctas, as many blocks each as their
- * shared memory and threads allow, and should end before stage 1's CTAs, which take
+ * shared memory, threads and registers allow, and should end before stage 1's CTAs, which take
  * cta_tokens prefix tokens each: a pair costs about MLA_SP_DRAFT_PAIR_TILES
  * stage-1 tiles of time. Where the free SMs cannot finish the pairs in time
  * (or there are none), one block per pair: those that find no free SM run
  * as soon as stage 1's CTAs leave. */
-#define MLA_SP_DRAFT_PAIR_TILES 4
+#define MLA_SP_DRAFT_PAIR_TILES 8
+/* Registers a draft-kernel thread may use (its launch bound). */
+#define MLA_SP_DRAFT_REGS 64
 int mla_sp_draft_blocks(long long pairs, long long pair_bytes, int threads, int active_ctas,
                         int target_ctas, long long cta_tokens);
 

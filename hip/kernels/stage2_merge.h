@@ -158,7 +158,10 @@ __device__ __forceinline__ float s2_row_softmax(float *x, int n, float *x2, int 
 // Lane l holds output chunks l and l + 32 (16 bytes of v each: Dv <= 512).
 constexpr int DRAFT_J = 8;
 
-__global__ void __launch_bounds__(32 * DRAFT_MAX_WARPS) draft_kernel(Stage2Params p)
+// At most MLA_SP_DRAFT_REGS registers a thread (the launch bound): the host
+// plan counts the blocks that fit an SM beside each other by them.
+__global__ void __launch_bounds__(32 * DRAFT_MAX_WARPS, 65536 / (32 * DRAFT_MAX_WARPS * MLA_SP_DRAFT_REGS))
+draft_kernel(Stage2Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Stage 2 may launch now; its wait covers this kernel's end, which

@@ -109,13 +109,16 @@ static void test_draft_blocks(void)
 {
     const long long k3 = 2LL * 8 * (2 * 576 + 512), ds = 2LL * 4 * (2 * 576 + 512);
     /* K3 bs 64 / 16k: 768 pairs of 26,624 bytes and 8 warps, 128 active
-     * CTAs of 16k tokens: 8 blocks on each of the 4 free SMs, 24 pairs a
-     * block. */
-    CHECK(mla_sp_draft_blocks(768, k3, 256, 128, 132, 16384) == 32, "K3 bs 64 / 16k: %d",
+     * CTAs of 16k tokens: 4 blocks (by registers) on each of the 4 free
+     * SMs, 48 pairs a block. */
+    CHECK(mla_sp_draft_blocks(768, k3, 256, 128, 132, 16384) == 16, "K3 bs 64 / 16k: %d",
           mla_sp_draft_blocks(768, k3, 256, 128, 132, 16384));
-    /* DSV3 bs 64 / 16k: 1024 pairs of 13,312 bytes and 4 warps: 16 blocks
-     * an SM. */
-    CHECK(mla_sp_draft_blocks(1024, ds, 128, 128, 132, 8192) == 64, "DSV3 bs 64 / 16k");
+    /* DSV3 bs 64 / 16k: 1024 pairs of 13,312 bytes and 4 warps: 8 blocks
+     * an SM (registers). */
+    CHECK(mla_sp_draft_blocks(1024, ds, 128, 128, 132, 8192) == 32, "DSV3 bs 64 / 16k");
+    /* K3 bs 32 / 4k: 24 rounds on 16 blocks would outlast stage 1's
+     * 2048-token CTAs. */
+    CHECK(mla_sp_draft_blocks(384, k3, 256, 128, 132, 2048) == 384, "K3 bs 32 / 4k");
     /* DSV3 bs 64 / 1k: 512-token CTAs; 16 rounds would take longer than
      * stage 1, so one block per pair. */
     CHECK(mla_sp_draft_blocks(1024, ds, 128, 128, 132, 512) == 1024, "DSV3 bs 64 / 1k");
