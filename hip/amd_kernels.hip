@@ -12,8 +12,7 @@ namespace mla_dev {
     template __global__ void stage1_kernel<MT, NW, RG, PT, PADK>(Stage1Params);
 MLA_STAGE1_MMA_AMD(MLA_INSTANTIATE_S1)
 #undef MLA_INSTANTIATE_S1
-#define MLA_INSTANTIATE_S2(PT, SEP) template __global__ void stage2_kernel<PT, SEP>(Stage2Params);
+#define MLA_INSTANTIATE_S2(PT) template __global__ void stage2_kernel<PT>(Stage2Params);
 MLA_STAGE2(MLA_INSTANTIATE_S2)
 #undef MLA_INSTANTIATE_S2
-// draft_kernel: a plain __global__ function, emitted by the include.
 } // namespace mla_dev

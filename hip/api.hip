@@ -207,10 +207,8 @@ static const char *split_tier_shape_declines(const mla_shape *s, mla_gpu_tier ti
     if ((long long)s->num_heads * s->q_len > (1 << 24))
         return "num_heads * q_len too large";
     const long long ns = tier == MLA_GPU_TIER_FAST ? fast_num_splits(s, o) : MLA_GPU_PERHEAD_MAX_SPLITS;
-    // The widest stage-2 block (one chunk of Dv <= 512) of the per-head
-    // tier's plan, which bounds the fast tier's stage 2 and draft kernel too
-    // (config.h).
-    if (stage2_smem(s->q_len, (int)ns, s->head_dim, 512, false) > 200 * 1024)
+    // The widest stage-2 block (one chunk of Dv <= 512).
+    if (stage2_smem(s->q_len, (int)ns, s->head_dim, 512) > 200 * 1024)
         return "q_len too large for the stage-2 shared-memory score block";
     if (tier == MLA_GPU_TIER_FAST && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS) {
         if (kTarget != MLA_SP_NVIDIA)
@@ -237,20 +235,6 @@ static size_t partial_bytes(const mla_shape *s, int ns, size_t esize, size_t *ls
                                 lse_offset);
 }
 
-// The fast tier's workspace: the splits' bf16 partials, then the draft
-// block's fp32 partial (draft_kernel; laid out as one fp32 split) at
-// *draft_offset, whose lse part starts *draft_lse_offset bytes further.
-// 0 on overflow.
-static size_t fast_workspace(const mla_shape *s, int ns, size_t *draft_offset,
-                             size_t *draft_lse_offset)
-{
-    const size_t a = partial_bytes(s, ns, 2, NULL);
-    const size_t d = partial_bytes(s, 1, 4, draft_lse_offset);
-    if (draft_offset)
-        *draft_offset = a;
-    return a == 0 || d == 0 || a + d < a ? 0 : a + d;
-}
-
 extern "C" size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
                                          const mla_gpu_options *opt)
 {
@@ -262,7 +246,7 @@ extern "C" size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
     case MLA_GPU_TIER_FAST:
         if (split_tier_shape_declines(s, tier, o))
             return 0;
-        return fast_workspace(s, fast_num_splits(s, o), NULL, NULL);
+        return partial_bytes(s, fast_num_splits(s, o), 2, NULL);
     case MLA_GPU_TIER_PERHEAD:
         if (split_tier_shape_declines(s, tier, o))
             return 0;
@@ -363,8 +347,6 @@ struct SplitLaunch {
     bool pvg;        // ... with the PV warpgroups gathering (fast_kernel ws-pvg)
     void *part_o;    // bf16 (fast) or fp32 (per-head) partial outputs
     float *part_lse; // natural-log partial lse
-    float *draft_o;  // fast: the draft block's fp32 partial
-    float *draft_lse;
     hipStream_t stream;
 };
 
@@ -416,9 +398,6 @@ static void fill_common(const SplitLaunch &a, Stage1Params &p1, Stage2Params &p2
     p2.o_sh = g.o_stride_head;
     p2.lse = g.lse;
     p2.lse_st = g.lse_stride_tok;
-    p2.bs = g.shape.num_seqs;
-    p2.draft_o = a.draft_o;
-    p2.draft_lse = a.draft_lse;
 }
 
 static hipError_t launch_fast(const SplitLaunch &a)
@@ -457,28 +436,9 @@ static hipError_t launch_fast(const SplitLaunch &a)
 #endif
     if (e != hipSuccess)
         return e;
-    // The draft block runs beside stage 1 on the SMs it leaves free, and
-    // stage 2 merges it as a split; both start early (PDL: stage 1 lets
-    // the draft kernel start, which lets stage 2 start and ends only after
-    // stage 1 has). The per-head baseline keeps upstream's two plain
-    // launches.
-    // Stage 1's active CTAs and their tokens, from the average prefix (the
-    // launch reads no device data).
-    const long long avg = bs > 0 ? a.g->num_kv_indices / bs : 0;
-    const int act = mla_plan_active_splits(avg > 0x7fffffffLL ? 0x7fffffff : (int32_t)avg,
-                                           a.info.num_splits, a.info.min_split);
-    const int draft_blocks =
-        mla_sp_draft_blocks((long long)bs * p1.H, draft_smem(p1.L, p1.D, p1.Dv), draft_threads(p1.L),
-                            (int)(grid.y * grid.z) * (act > 0 ? act : 1), MLA_GPU_FAST_TARGET_CTAS,
-                            act > 0 ? avg / act : 0);
-#ifdef MLA_AB_DRAFT_ONE_EACH
-    e = launch_draft(p2, bs * p1.H, a.stream, true);
-#else
-    e = launch_draft(p2, draft_blocks, a.stream, true);
-#endif
-    if (e != hipSuccess)
-        return e;
-    return launch_stage2<bf16_t, true>(p2, bs, a.stream, true);
+    // The fast tier overlaps stage 2's prologue with stage 1 (PDL); the
+    // per-head baseline keeps upstream's two plain launches.
+    return launch_stage2<bf16_t>(p2, bs, a.stream, true);
 }
 
 // The per-head baseline's S dot runs over the 576 columns padded to the next
@@ -505,7 +465,7 @@ static hipError_t launch_perhead(const SplitLaunch &a)
 #endif
     if (e != hipSuccess)
         return e;
-    return launch_stage2<float, false>(p2, bs, a.stream, false);
+    return launch_stage2<float>(p2, bs, a.stream, false);
 }
 
 static hipError_t run_generic(const mla_gpu_args &g, hipStream_t stream)
@@ -644,10 +604,8 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     const mla_gpu_options &o = opts_or_default(opt, def);
     const bool fast = r.tier == MLA_GPU_TIER_FAST;
     const size_t esize = fast ? 2 : 4;
-    size_t lse_offset = 0, draft_offset = 0, draft_lse_offset = 0;
-    (void)partial_bytes(s, r.num_splits, esize, &lse_offset);
-    const size_t need = fast ? fast_workspace(s, r.num_splits, &draft_offset, &draft_lse_offset)
-                             : partial_bytes(s, r.num_splits, esize, NULL);
+    size_t lse_offset = 0;
+    const size_t need = partial_bytes(s, r.num_splits, esize, &lse_offset);
     if (need == 0 || need > workspace_bytes || !workspace || !aligned(workspace, 256)) {
         gpu_error(err, "%s tier: workspace of %zu bytes at %p is too small or misaligned (needs %zu, 256-byte aligned)",
                   mla_gpu_tier_name(r.tier), workspace_bytes, workspace, need);
@@ -661,8 +619,6 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.pvg = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG;
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
-    la.draft_o = fast ? (float *)((char *)workspace + draft_offset) : NULL;
-    la.draft_lse = fast ? (float *)((char *)workspace + draft_offset + draft_lse_offset) : NULL;
     la.stream = (hipStream_t)stream;
     if (fast)
         return launched(launch_fast(la), "fast", err);

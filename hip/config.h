@@ -161,11 +161,9 @@ static_assert(stage1_ws_smem_plan(96).bytes <= 232448, "96-row warp-specialized 
 static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-specialized stage 1 exceeds 227 KB");
 
 // Stage 2 (stage2_merge.h), per block of cw output columns: fp32 draft
-// scores, then weights [L][L] (!sep: the per-head tier, which computes the
-// draft block itself), split lse then weights [L][NS + sep] (sep: the
-// draft block's partial last), and partial sums [SG][items][8] when the
-// splits are shared among SG thread groups; then (!sep), 16-byte aligned,
-// bf16 q [L][D], k_extend [L][D], v_extend [L][cw].
+// scores [L][L], draft weights [L][L], split weights [L][NS], and partial
+// sums [SG][items][8] when the splits are shared among SG thread groups;
+// then, 16-byte aligned, bf16 q [L][D], k_extend [L][D], v_extend [L][cw].
 __host__ __device__ constexpr int s2_items(int L, int cw)
 {
     return L * (cw / 8);
@@ -174,34 +172,16 @@ __host__ __device__ constexpr int s2_groups(int L, int cw)
 {
     return s2_items(L, cw) >= S2_THREADS ? 1 : S2_THREADS / s2_items(L, cw);
 }
-__host__ __device__ constexpr long long s2_fp32_words(int L, int NS, int cw, bool sep)
-{
-    return (sep ? 0LL : (long long)L * L) + (long long)L * (NS + (sep ? 1 : 0)) +
-           (s2_groups(L, cw) > 1 ? (long long)S2_THREADS * 8 : 0);
-}
 __host__ __device__ constexpr long long s2_bf16_offset(int L, int NS, int cw)
 {
-    return (4LL * s2_fp32_words(L, NS, cw, false) + 15) & ~15LL;
+    return (4LL * (2LL * L * L + (long long)L * NS +
+                   (s2_groups(L, cw) > 1 ? (long long)S2_THREADS * 8 : 0)) +
+            15) &
+           ~15LL;
 }
-__host__ __device__ constexpr long long stage2_smem(int L, int NS, int D, int cw, bool sep)
+__host__ __device__ constexpr long long stage2_smem(int L, int NS, int D, int cw)
 {
-    return sep ? 4LL * s2_fp32_words(L, NS, cw, true)
-               : s2_bf16_offset(L, NS, cw) + 2LL * (2LL * L * D + (long long)L * cw);
-}
-
-// draft_kernel (stage2_merge.h): one warp per draft row, at most
-// DRAFT_MAX_WARPS (rows beyond take turns); bf16 q [L][D],
-// k_extend [L][D], v_extend [L][Dv] of one (sequence, head) pair. No more
-// than the per-head stage 2's plan stage2_smem(L, NS, D, 512, false), which
-// the split tiers' decline bounds.
-constexpr int DRAFT_MAX_WARPS = 16;
-__host__ __device__ constexpr int draft_threads(int L)
-{
-    return 32 * (L < DRAFT_MAX_WARPS ? (L > 0 ? L : 1) : DRAFT_MAX_WARPS);
-}
-__host__ __device__ constexpr long long draft_smem(int L, int D, int Dv)
-{
-    return 2LL * L * (2LL * D + Dv);
+    return s2_bf16_offset(L, NS, cw) + 2LL * (2LL * L * D + (long long)L * cw);
 }
 
 // Generic kernel (generic.h): fp32 q [D], four warps' accumulators [4][Dv],

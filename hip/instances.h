@@ -42,14 +42,13 @@
     X(4, 8, true, false)     /* fast, 64 rows, fp8 pool */                                         \
     X(6, 8, false, false)    /* fast, 96 rows with fast_rows 96 */
 
-// stage2_kernel<PT, SEP> (kernels/stage2_merge.h): bf16 partials with the
-// draft block from draft_kernel (fast), fp32 partials with the draft block
-// computed in stage 2 (per-head); both targets.
+// stage2_kernel<PT> (kernels/stage2_merge.h): bf16 (fast) and fp32
+// (per-head) partials; both targets.
 #define MLA_STAGE2(X)                                                                              \
-    X(bf16_t, true)                                                                                \
-    X(float, false)
+    X(bf16_t)                                                                                      \
+    X(float)
 
-// generic_kernel (kernels/generic.h) and draft_kernel (kernels/stage2_merge.h)
-// are no templates: one instance each, both targets.
+// generic_kernel (kernels/generic.h) is no template: one instance, both
+// targets.
 
 #endif

@@ -26,13 +26,10 @@ template <int MT, int NPW, bool F8, bool PVG>
 hipError_t launch_stage1_ws(const Stage1Params &p, dim3 grid, hipStream_t st);
 #endif
 
-// pdl: start before the kernel launched before it has ended (programmatic
-// dependent launch, NVIDIA sm_90); ignored elsewhere.
-template <typename PT, bool SEP>
+// pdl: overlap the prologue with stage 1 (programmatic dependent launch,
+// NVIDIA sm_90); ignored elsewhere.
+template <typename PT>
 hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl);
-
-// The draft block's partial (draft_kernel) on `blocks` blocks.
-hipError_t launch_draft(const Stage2Params &p, int blocks, hipStream_t st, bool pdl);
 
 hipError_t launch_generic(const GenericParams &p, unsigned num_tokens, hipStream_t st);
 

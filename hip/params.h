@@ -54,9 +54,6 @@ struct Stage2Params {
     long long o_st, o_sh;
     float *lse;
     long long lse_st;
-    int bs;           // sequences (draft_kernel's loop)
-    float *draft_o;   // [bs, HL, Dv] fp32: the draft block's partial (fast tier)
-    float *draft_lse; // [bs, HL], natural log
 };
 
 struct GenericParams {

@@ -82,35 +82,6 @@ int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas)
     return Dv / nch;
 }
 
-int mla_sp_draft_blocks(long long pairs, long long pair_bytes, int threads, int active_ctas,
-                        int target_ctas, long long cta_tokens)
-{
-    if (pairs < 1)
-        return 1;
-    /* An H200 SM: 228 KiB of shared memory (1 KiB of it reserved per
-     * block), 2048 threads, 64 K registers, 32 blocks. Counting shared
-     * memory and threads alone put 8 K3 blocks on an SM that holds 4: the
-     * other half waited for stage 1 to end (+18 to +180 us, the H200 run of
-     * perf-log step 29). */
-    const long long t = threads > 0 ? threads : 32;
-    long long per_sm = (228LL * 1024) / ((pair_bytes > 0 ? pair_bytes : 0) + 1024);
-    if (per_sm > 2048 / t)
-        per_sm = 2048 / t;
-    if (per_sm > 65536 / (t * MLA_SP_DRAFT_REGS))
-        per_sm = 65536 / (t * MLA_SP_DRAFT_REGS);
-    if (per_sm > 32)
-        per_sm = 32;
-    const long long free_sms = target_ctas > active_ctas ? target_ctas - active_ctas : 0;
-    const long long blocks = free_sms * per_sm;
-    long long n = pairs;
-    if (blocks > 0 && blocks < pairs) {
-        const long long rounds = (pairs + blocks - 1) / blocks;
-        if (rounds * MLA_SP_DRAFT_PAIR_TILES * MLA_SP_TILE_TOKENS <= cta_tokens)
-            n = blocks;
-    }
-    return n > 0x7fffffffLL ? 0x7fffffff : (int)n;
-}
-
 static size_t align256(size_t x)
 {
     return (x + 255) & ~(size_t)255;

@@ -60,21 +60,6 @@ int mla_sp_perhead_num_splits(int bs, long long kv_total);
  * of target_ctas, a multiple of 64 dividing Dv. */
 int mla_sp_stage2_cols(int Dv, int bs, int H, int target_ctas);
 
-/* Blocks of the fast tier's draft kernel (the draft block's partial, a
- * (sequence, head) pair at a time, `threads` threads and pair_bytes of
- * shared memory a block). It runs beside stage 1 on the SMs that stage 1's
- * active_ctas leave free of target_ctas, as many blocks each as their
- * shared memory, threads and registers allow, and should end before stage 1's CTAs, which take
- * cta_tokens prefix tokens each: a pair costs about MLA_SP_DRAFT_PAIR_TILES
- * stage-1 tiles of time. Where the free SMs cannot finish the pairs in time
- * (or there are none), one block per pair: those that find no free SM run
- * as soon as stage 1's CTAs leave. */
-#define MLA_SP_DRAFT_PAIR_TILES 8
-/* Registers a draft-kernel thread may use (its launch bound). */
-#define MLA_SP_DRAFT_REGS 64
-int mla_sp_draft_blocks(long long pairs, long long pair_bytes, int threads, int active_ctas,
-                        int target_ctas, long long cta_tokens);
-
 /* Bytes of partial outputs (esize bytes each) and lse for ns splits, each
  * part 256-byte aligned; 0 on overflow. *lse_offset (may be NULL) receives
  * the offset of the lse part. */

@@ -147,7 +147,7 @@ int emu_fast_rows(int HL)
 
 long long emu_stage2_smem(int L, int NS, int D)
 {
-    return stage2_smem(L, NS, D, 512, false);
+    return stage2_smem(L, NS, D, 512);
 }
 
 const char *emu_declines(const mla_gpu_args *a, int tier)

@@ -35,7 +35,9 @@ int main(void)
 {
     static const int p_small[2] = {0, 37};
     static const int p_k3[1] = {200};
-    /* 17 active splits: stage 2's staged-weight path (more than S2_DIRECT). */
+    /* 17 active splits: stage 2 shares them among 4 thread groups and adds
+     * the groups' sums (a planted bug dropping the last group failed this
+     * case alone, both archs). */
     static const int p_k3_long[1] = {1100};
     static const int p_ds[2] = {130, 64};
     static const int p_gen[2] = {5, 0};

@@ -32,15 +32,6 @@ struct mla_idx3 {
 #define blockIdx                                                                                   \
     (mla_idx3{__builtin_amdgcn_workgroup_id_x(), __builtin_amdgcn_workgroup_id_y(),                \
               __builtin_amdgcn_workgroup_id_z()})
-#define blockDim                                                                                   \
-    (mla_idx3{__builtin_amdgcn_workgroup_size_x(), __builtin_amdgcn_workgroup_size_y(),            \
-              __builtin_amdgcn_workgroup_size_z()})
-// Workgroups per grid dimension: the dispatch's work-items over the
-// workgroup's (HIP's gridDim).
-#define gridDim                                                                                    \
-    (mla_idx3{__builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x(),                \
-              __builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y(),                \
-              __builtin_amdgcn_grid_size_z() / __builtin_amdgcn_workgroup_size_z()})
 
 struct float2 {
     float x, y;

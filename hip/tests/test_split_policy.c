@@ -105,36 +105,6 @@ static void test_stage2_cols(void)
         }
 }
 
-static void test_draft_blocks(void)
-{
-    const long long k3 = 2LL * 8 * (2 * 576 + 512), ds = 2LL * 4 * (2 * 576 + 512);
-    /* K3 bs 64 / 16k: 768 pairs of 26,624 bytes and 8 warps, 128 active
-     * CTAs of 16k tokens: 4 blocks (by registers) on each of the 4 free
-     * SMs, 48 pairs a block. */
-    CHECK(mla_sp_draft_blocks(768, k3, 256, 128, 132, 16384) == 16, "K3 bs 64 / 16k: %d",
-          mla_sp_draft_blocks(768, k3, 256, 128, 132, 16384));
-    /* DSV3 bs 64 / 16k: 1024 pairs of 13,312 bytes and 4 warps: 8 blocks
-     * an SM (registers). */
-    CHECK(mla_sp_draft_blocks(1024, ds, 128, 128, 132, 8192) == 32, "DSV3 bs 64 / 16k");
-    /* K3 bs 32 / 4k: 24 rounds on 16 blocks would outlast stage 1's
-     * 2048-token CTAs. */
-    CHECK(mla_sp_draft_blocks(384, k3, 256, 128, 132, 2048) == 384, "K3 bs 32 / 4k");
-    /* DSV3 bs 64 / 1k: 512-token CTAs; 16 rounds would take longer than
-     * stage 1, so one block per pair. */
-    CHECK(mla_sp_draft_blocks(1024, ds, 128, 128, 132, 512) == 1024, "DSV3 bs 64 / 1k");
-    /* bs 1 / 1k: 12 pairs, 32 active CTAs: one block a pair. */
-    CHECK(mla_sp_draft_blocks(12, k3, 256, 32, 132, 64) == 12, "bs 1 / 1k");
-    CHECK(mla_sp_draft_blocks(256, k3, 256, 140, 132, 100000) == 256, "full grid");
-    CHECK(mla_sp_draft_blocks(0, k3, 256, 0, 132, 0) == 1, "no pairs");
-    for (long long pairs = 1; pairs <= 65536; pairs *= 3)
-        for (int act = 0; act <= 140; act += 20)
-            for (long long tok = 0; tok <= 65536; tok += 8192) {
-                const int n = mla_sp_draft_blocks(pairs, k3, 256, act, 132, tok);
-                CHECK(n >= 1 && n <= pairs, "pairs %lld act %d tokens %lld: %d blocks", pairs, act,
-                      tok, n);
-            }
-}
-
 static void test_partials(void)
 {
     size_t lo = 0;
@@ -152,7 +122,6 @@ int main(void)
     test_min_split();
     test_perhead();
     test_stage2_cols();
-    test_draft_blocks();
     test_partials();
     if (failures) {
         fprintf(stderr, "test_split_policy: %d failure(s)\n", failures);
