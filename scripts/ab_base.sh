@@ -14,11 +14,13 @@
 # the change with --fast-kernel K (e.g. ws-pvg) and validates and
 # sanitizes its backend (gpu:pvg for ws-pvg) beside gpu; --variant-kernel
 # K times the variant build with --fast-kernel K (default: as the change).
+# --check-backend B adds backend B (e.g. gpu:pvg) to the checks without
+# changing what is timed.
 #   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K]
-#       [--variant-kernel K] [--bench-only]
-help_end=18
+#       [--variant-kernel K] [--check-backend B] [--bench-only]
+help_end=20
 ncu_too=0 variant="" bench_only=0 kernel=auto vkernel=
-args=()
+args=() checks=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --ncu) ncu_too=1 ;;
@@ -31,6 +33,10 @@ while [ $# -gt 0 ]; do
             [ $# -ge 2 ] || { echo "ab_base.sh: $1 needs a name (see --help)" >&2; exit 2; }
             if [ "$1" = --kernel ]; then kernel=$2; else vkernel=$2; fi
             shift ;;
+        --check-backend)
+            [ $# -ge 2 ] || { echo "ab_base.sh: --check-backend needs a backend name (see --help)" >&2; exit 2; }
+            checks+=(--backend "$2")
+            shift ;;
         *) args+=("$1") ;;
     esac
     shift
@@ -42,6 +48,7 @@ case $kernel in
     ws-pvg) extra=(--backend gpu:pvg) ;;
     *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg)" >&2; exit 2 ;;
 esac
+extra+=("${checks[@]}")
 . "$(dirname "$0")/pilot_common.sh"
 # A hung kernel (a barrier or setmaxnreg that never completes) stops here,
 # not after the checks' time limits.

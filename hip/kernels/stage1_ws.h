@@ -80,22 +80,25 @@ __device__ __forceinline__ float ws_exp2(float x)
 // per tile, so full tiles skip the 32 compare-selects per thread.
 // PROBS: the probabilities go to probs[] as fp32 in acc's order instead of
 // pk (probs may be acc itself), for a caller that may pack them only later.
+// valid8: the visible tokens of row r0 + 8 when they differ from row r0's
+// (the causal draft tile, Stage1Draft); < 0: valid.
 template <bool FULL = false, bool PROBS = false>
 __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
                                                 float (&m_run)[2], float (&l_run)[2],
                                                 uint32_t (&pk)[2][4], float (&alpha)[2],
-                                                float *probs = nullptr)
+                                                float *probs = nullptr, int valid8 = -1)
 {
     const int t = threadIdx.x & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float v[8];
         float tmax = -INFINITY;
+        const int vr = h == 1 && valid8 >= 0 ? valid8 : valid;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int tok = 8 * j + 2 * t;
-            v[2 * j] = FULL || tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
-            v[2 * j + 1] = FULL || tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
+            v[2 * j] = FULL || tok < vr ? acc[4 * j + 2 * h] * scale : -INFINITY;
+            v[2 * j + 1] = FULL || tok + 1 < vr ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
             tmax = fmaxf(tmax, fmaxf(v[2 * j], v[2 * j + 1]));
         }
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -141,6 +144,21 @@ __device__ __forceinline__ void ws_rescale_o(float (&acc)[128], float a0, float 
             acc[4 * j + 3] *= a1;
         }
     }
+}
+// The draft tile's causal mask (Stage1Draft) for row r0 + h8 of a PV
+// thread's m64 layout (r0 = 16 (warp % 4) + lane / 4): draft row i =
+// flattened row / H sees drafts 0 .. i; padding rows past H L see all L.
+// Recomputed from the special registers where used (asm volatile, so not
+// hoisted): kept live across the tile loop, the values spilled 12 bytes of
+// the PV warps' registers.
+template <int ROWS>
+__device__ __forceinline__ int ws_draft_visible(int H, int L, int h8)
+{
+    uint32_t tx, cy;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tx));
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(cy));
+    const int r = (int)cy * ROWS + 16 * (int)((tx >> 5) & 3) + (int)((tx & 31) >> 2) + h8;
+    return min(r / H + 1, L);
 }
 // P layouts of the PV operand: 64 rows, the 128-byte swizzled K-major layout
 // of an m64 A operand; 96 rows, K-major without swizzle (8 x 16-byte core
@@ -233,7 +251,7 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // t + STG - 1 into the stage tile t - 1 left while their PV wgmma of tile t
 // runs, and the producer pipelines S with its softmax and the P stores.
 template <int MT, int NPW, bool F8, bool PVG>
-__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p, Stage1Draft dr)
 {
     constexpr int ROWS = 16 * MT;
     constexpr int NT = (NPW + 4) * 32;
@@ -299,19 +317,29 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     const int tid = threadIdx.x;
     const int kv0 = p.kv_indptr[b];
     const int P = p.kv_indptr[b + 1] - kv0;
-    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
+    const int act = active_splits(p.split_mode, P, p.num_splits, p.min_split);
+    if (s >= act)
         return; // whole block: stage 2 reads active splits only
     int beg, end;
     split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
     const int n = end - beg;
     const int q0 = p.qo_indptr[b];
     const int D = p.D;
+    // The draft block (Stage1Draft; SC's kernel only): the last split's
+    // tiles are its ntp prefix tiles, then tile ntp = td with the L draft
+    // keys (k_ext rows, causal mask per row), whose values (v_ext rows) lie
+    // in the stage of tile td + 1, gathered as a tile of its own and read
+    // by no softmax: PV(td) takes V from there.
+    const int ntp = (n + TN - 1) / TN;
+    const bool draft = SC && dr.on && s == act - 1;
+    const int td = draft ? ntp : -1;
     if (tid == 0) {
         Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
         Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
     }
     const int chunks = D >> 3;
-    const int ntiles = (n + TN - 1) / TN;
+    const int ntiles = ntp + (draft ? 1 : 0); // tiles with a softmax and PV
+    const int ngath = ntiles + (draft ? 1 : 0); // tiles gathered
     // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
     // wgmma inside a branch it cannot prove uniform is serialized (C7520).
     const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -371,9 +399,32 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         return h;
     };
     const uint32_t dst_half = (uint32_t)(my_tok8 * 128 + ((my_c ^ (my_tok8 & 7)) << 4));
+    // The draft tiles in load_half's map: tile td the keys (576 columns),
+    // td + 1 the values (512, the last atom zero-filled); tokens past L
+    // zero-filled, so that a masked key's zero weight never meets a stale
+    // non-finite value. (dr is read where it is used, as p is by
+    // load_half: copies would stay live in registers across the tile loop.)
+    auto load_draft_half = [&](int t, uint32_t st) {
+        const bool val = t != td;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int j = my_tok8 + 8 * k;
+            const bool ok = j < p.L;
+            const bf16_t *row = !ok ? dr.k_ext : val ? dr.v_ext + (q0 + j) * dr.v_st : dr.k_ext + (q0 + j) * dr.k_st;
+            const unsigned char *src = (const unsigned char *)(row + my_c * 8);
+#pragma unroll
+            for (int a = 0; a < D_MAX / 64; ++a)
+                cp_async16_s(st + (uint32_t)(a * TN * 128 + k * 1024), src + 128 * a,
+                             ok && !(val && a == D_MAX / 64 - 1) ? 16 : 0);
+        }
+    };
     auto load_half = [&](int t, const Half &h) {
-        if (t >= ntiles)
+        if (t >= ngath)
             return;
+        if (t >= ntp) {
+            load_draft_half(t, ks_base + (uint32_t)(stage_el(t) * 2) + dst_half);
+            return;
+        }
         const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -470,7 +521,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 
     Slots slot_next = {-1, -1};
     int64_t slot8_next = -1;
-    if (n > 0) {
+    if (ntiles > 0) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
         // (The bf16 branches keep the order of the bf16-only kernel: its
@@ -793,15 +844,17 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 nbar_sync(BAR_P_FREE, NT); // S(t) read: the producer may issue chain t + 1
                 uint32_t pk[2][4];
                 float al[2];
-                const int valid = n - t * TN < TN ? n - t * TN : TN;
+                const bool dt = draft && t + 1 == ntiles; // t == td
+                const int valid = dt ? ws_draft_visible<ROWS>(p.H, p.L, 0) : n - t * TN < TN ? n - t * TN : TN;
+                const int valid8 = dt ? ws_draft_visible<ROWS>(p.H, p.L, 8) : valid;
                 // The probabilities stay fp32 in sv until PV(t - 1) is done:
                 // its wgmma reads the P registers until then, and ptxas
                 // packed the next P into them before the wait (wrong sums
                 // once the hand-over got faster; step 26).
-                if (valid == TN)
+                if (valid == TN && valid8 == TN)
                     ws_softmax_rows<true, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 else
-                    ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
+                    ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv, valid8);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
@@ -815,7 +868,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                         pk[h][j] = pack_bf2(sv[4 * j + 2 * h], sv[4 * j + 2 * h + 1]);
                 ws_rescale_o(acc, al[0], al[1]);
                 const uint64_t dv = wg_desc_mn_sw128(
-                    (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + (c0 / 64) * TN * 64));
+                    (uint32_t)__cvta_generic_to_shared(Ks + stage_el(dt ? t + 1 : t) + (c0 / 64) * TN * 64));
                 // A fragments of k16 steps 0 and 1: rows r0 / r0 + 8, tokens
                 // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
                 const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
