@@ -394,7 +394,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const int gt = beg + t * TN + my_tok8 + 8 * k;
+#ifdef MLA_AB_DRAFT_SEL
+            // Draft tiles: -2 - j for draft row j (load_half's selects).
+            const int j = my_tok8 + 8 * k;
+            h.s[k] = t < ntp && gt < end ? p.kv_indices[kv0 + gt]
+                     : t >= ntp && t < ngath && j < p.L ? (int64_t)(-2 - j) : (int64_t)-1;
+#else
             h.s[k] = t < ntiles && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1;
+#endif
         }
         return h;
     };
@@ -421,6 +428,23 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     auto load_half = [&](int t, const Half &h) {
         if (t >= ngath)
             return;
+#ifdef MLA_AB_DRAFT_SEL
+        // A/B form: no branch; draft rows by selects on the slot code.
+        const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
+        const bool vt = t > ntp; // the drafts' values (td + 1)
+        const bf16_t *const db = vt ? dr.v_ext : dr.k_ext;
+        const long long ds = vt ? dr.v_st : dr.k_st;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int64_t sl = h.s[k];
+            const bf16_t *row = sl >= 0 ? p.kv + sl * p.kv_ss : sl < -1 ? db + (q0 - 2 - sl) * ds : p.kv;
+            const unsigned char *src = (const unsigned char *)(row + my_c * 8);
+            const int nb = sl != -1 ? 16 : 0, nb8 = vt ? 0 : nb;
+#pragma unroll
+            for (int j = 0; j < D_MAX / 64; ++j)
+                cp_async16_s(st + (uint32_t)(j * TN * 128 + k * 1024), src + 128 * j, j == D_MAX / 64 - 1 ? nb8 : nb);
+        }
+#else
         if (t >= ntp) {
             load_draft_half(t, ks_base + (uint32_t)(stage_el(t) * 2) + dst_half);
             return;
@@ -435,6 +459,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             for (int j = 0; j < D_MAX / 64; ++j)
                 cp_async16_s(st + (uint32_t)(j * TN * 128 + k * 1024), src + 128 * j, nb);
         }
+#endif
     };
     Half half_next{};
 
@@ -845,16 +870,19 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 uint32_t pk[2][4];
                 float al[2];
                 const bool dt = draft && t + 1 == ntiles; // t == td
-                const int valid = dt ? ws_draft_visible<ROWS>(p.H, p.L, 0) : n - t * TN < TN ? n - t * TN : TN;
-                const int valid8 = dt ? ws_draft_visible<ROWS>(p.H, p.L, 8) : valid;
+                const int vt = n - t * TN < TN ? n - t * TN : TN; // prefix tile: warp-uniform
                 // The probabilities stay fp32 in sv until PV(t - 1) is done:
                 // its wgmma reads the P registers until then, and ptxas
                 // packed the next P into them before the wait (wrong sums
                 // once the hand-over got faster; step 26).
-                if (valid == TN && valid8 == TN)
-                    ws_softmax_rows<true, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
+                // The branch tests warp-uniform values only: with the draft
+                // tile's per-row counts in its condition, ptxas guarded the
+                // softmax's shuffles (BRA.DIV, WARPSYNC) on every tile.
+                if (!dt && vt == TN)
+                    ws_softmax_rows<true, true>(sv, TN, p.scale_log2, mS, lS, pk, al, sv);
                 else
-                    ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv, valid8);
+                    ws_softmax_rows<false, true>(sv, dt ? ws_draft_visible<ROWS>(p.H, p.L, 0) : vt, p.scale_log2,
+                                                 mS, lS, pk, al, sv, dt ? ws_draft_visible<ROWS>(p.H, p.L, 8) : vt);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
