@@ -160,6 +160,13 @@ __device__ __forceinline__ int ws_draft_visible(int H, int L, int h8)
     const int r = (int)cy * ROWS + 16 * (int)((tx >> 5) & 3) + (int)((tx & 31) >> 2) + h8;
     return min(r / H + 1, L);
 }
+// Compile-time flags for generic lambdas (a tag argument's type).
+struct ws_false {
+    static constexpr bool value = false;
+};
+struct ws_true {
+    static constexpr bool value = true;
+};
 // P layouts of the PV operand: 64 rows, the 128-byte swizzled K-major layout
 // of an m64 A operand; 96 rows, K-major without swizzle (8 x 16-byte core
 // matrices, 4 per 8-row group: 64-byte rows, the 6 KB that fit).
@@ -325,21 +332,20 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     const int n = end - beg;
     const int q0 = p.qo_indptr[b];
     const int D = p.D;
-    // The draft block (Stage1Draft; SC's kernel only): the last split's
-    // tiles are its ntp prefix tiles, then tile ntp = td with the L draft
-    // keys (k_ext rows, causal mask per row), whose values (v_ext rows) lie
-    // in the stage of tile td + 1, gathered as a tile of its own and read
-    // by no softmax: PV(td) takes V from there.
-    const int ntp = (n + TN - 1) / TN;
+    // The draft block (Stage1Draft; SC's kernel only): after its prefix
+    // tiles, the last split's CTA runs one more tile, td = ntiles, outside
+    // the tile loops (whose code stays that of the prefix alone: a draft
+    // tile inside them cost 5-30%, docs/perf-log.md step 30): the L draft
+    // keys (k_ext rows, a causal mask per row) in stage td % STG, their
+    // values (v_ext rows) in the next stage, both free by then.
     const bool draft = SC && dr.on && s == act - 1;
-    const int td = draft ? ntp : -1;
     if (tid == 0) {
         Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
         Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
     }
     const int chunks = D >> 3;
-    const int ntiles = ntp + (draft ? 1 : 0); // tiles with a softmax and PV
-    const int ngath = ntiles + (draft ? 1 : 0); // tiles gathered
+    const int ntiles = (n + TN - 1) / TN;
+    const int td = ntiles; // the draft tile, when draft
     // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
     // wgmma inside a branch it cannot prove uniform is serialized (C7520).
     const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -394,14 +400,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const int gt = beg + t * TN + my_tok8 + 8 * k;
-#ifdef MLA_AB_DRAFT_SEL
-            // Draft tiles: -2 - j for draft row j (load_half's selects).
-            const int j = my_tok8 + 8 * k;
-            h.s[k] = t < ntp && gt < end ? p.kv_indices[kv0 + gt]
-                     : t >= ntp && t < ngath && j < p.L ? (int64_t)(-2 - j) : (int64_t)-1;
-#else
             h.s[k] = t < ntiles && gt < end ? p.kv_indices[kv0 + gt] : (int64_t)-1;
-#endif
         }
         return h;
     };
@@ -412,7 +411,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // non-finite value. (dr is read where it is used, as p is by
     // load_half: copies would stay live in registers across the tile loop.)
     auto load_draft_half = [&](int t, uint32_t st) {
-        const bool val = t != td;
+        const bool val = t != td; // t == td + 1
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const int j = my_tok8 + 8 * k;
@@ -426,29 +425,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         }
     };
     auto load_half = [&](int t, const Half &h) {
-        if (t >= ngath)
+        if (t >= ntiles)
             return;
-#ifdef MLA_AB_DRAFT_SEL
-        // A/B form: no branch; draft rows by selects on the slot code.
-        const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
-        const bool vt = t > ntp; // the drafts' values (td + 1)
-        const bf16_t *const db = vt ? dr.v_ext : dr.k_ext;
-        const long long ds = vt ? dr.v_st : dr.k_st;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const int64_t sl = h.s[k];
-            const bf16_t *row = sl >= 0 ? p.kv + sl * p.kv_ss : sl < -1 ? db + (q0 - 2 - sl) * ds : p.kv;
-            const unsigned char *src = (const unsigned char *)(row + my_c * 8);
-            const int nb = sl != -1 ? 16 : 0, nb8 = vt ? 0 : nb;
-#pragma unroll
-            for (int j = 0; j < D_MAX / 64; ++j)
-                cp_async16_s(st + (uint32_t)(j * TN * 128 + k * 1024), src + 128 * j, j == D_MAX / 64 - 1 ? nb8 : nb);
-        }
-#else
-        if (t >= ntp) {
-            load_draft_half(t, ks_base + (uint32_t)(stage_el(t) * 2) + dst_half);
-            return;
-        }
         const uint32_t st = ks_base + (uint32_t)(stage_el(t) * 2) + dst_half;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -459,7 +437,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             for (int j = 0; j < D_MAX / 64; ++j)
                 cp_async16_s(st + (uint32_t)(j * TN * 128 + k * 1024), src + 128 * j, nb);
         }
-#endif
     };
     Half half_next{};
 
@@ -546,7 +523,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 
     Slots slot_next = {-1, -1};
     int64_t slot8_next = -1;
-    if (ntiles > 0) {
+    if (ntiles > 0 || draft) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
         // (The bf16 branches keep the order of the bf16-only kernel: its
@@ -643,7 +620,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
         uint64_t qda = 0;
-        if (QR > 0 && ntiles > 0) { // Q was loaded only for a non-empty split
+        if (QR > 0 && (ntiles > 0 || draft)) { // Q was loaded only for a CTA with work
             // ldmatrix x4 of rows 16w .. 16w + 15, columns 16k .. 16k + 15:
             // lanes 0-7 / 8-15 rows 0-7 / 8-15 at column 16k, lanes 16-31
             // the same rows at 16k + 8 (a0..a3 of the A fragment).
@@ -701,6 +678,26 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 }
             }
             wg_wait<0>();
+            if (draft) {
+                // The draft tile: keys into stage td % STG (warps 0-1), values
+                // into the next (warps 2-3). Both stages' tiles, td - 5 and
+                // td - 4, were done with by both PV warpgroups before they
+                // reached P_FREE(td - 1); the discarded chain of tile td
+                // finished at the wait above. BAR_DRAFT publishes the copies
+                // (every thread fenced its own) to the chain and to PV.
+                load_draft_half(td + par, ks_base + (uint32_t)(stage_el(td + par) * 2) + dst_half);
+                cp_async_commit();
+                cp_async_wait_group<0>();
+                fence_proxy_async();
+                nbar_sync(BAR_DRAFT, NT);
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(td));
+                wg_wait<0>();
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+                nbar_sync(BAR_P_FULL, NT);
+                nbar_sync(BAR_P_FREE, NT);
+            }
         } else if constexpr (PVG) {
             // Software-pipelined (docs/perf-log.md, step 24): iteration t
             // issues the S chain of tile t + 1 into the other accumulators
@@ -857,7 +854,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // generic pointer from the thread index every tile, an S2R
             // that waited behind the MIO queue.)
             const uint32_t sv_addr = (uint32_t)__cvta_generic_to_shared(Ps) + 16u * (uint32_t)(tid & 127);
-            for (int t = 0; t < ntiles; ++t) {
+            // One tile: S(t) in, P_FREE, the softmax, PV(t) issued. DT: the
+            // draft tile (per-row causal counts, values in the next stage);
+            // a template argument, so the loop's code is the prefix's alone.
+            auto pv_tile = [&](int t, auto dt_tag) {
+                constexpr bool DT = decltype(dt_tag)::value;
                 nbar_sync(BAR_P_FULL, NT);
                 float sv[16];
 #pragma unroll
@@ -869,20 +870,18 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 nbar_sync(BAR_P_FREE, NT); // S(t) read: the producer may issue chain t + 1
                 uint32_t pk[2][4];
                 float al[2];
-                const bool dt = draft && t + 1 == ntiles; // t == td
-                const int vt = n - t * TN < TN ? n - t * TN : TN; // prefix tile: warp-uniform
+                const int valid = n - t * TN < TN ? n - t * TN : TN;
                 // The probabilities stay fp32 in sv until PV(t - 1) is done:
                 // its wgmma reads the P registers until then, and ptxas
                 // packed the next P into them before the wait (wrong sums
                 // once the hand-over got faster; step 26).
-                // The branch tests warp-uniform values only: with the draft
-                // tile's per-row counts in its condition, ptxas guarded the
-                // softmax's shuffles (BRA.DIV, WARPSYNC) on every tile.
-                if (!dt && vt == TN)
-                    ws_softmax_rows<true, true>(sv, TN, p.scale_log2, mS, lS, pk, al, sv);
+                if constexpr (DT)
+                    ws_softmax_rows<false, true>(sv, ws_draft_visible<ROWS>(p.H, p.L, 0), p.scale_log2, mS, lS,
+                                                 pk, al, sv, ws_draft_visible<ROWS>(p.H, p.L, 8));
+                else if (valid == TN)
+                    ws_softmax_rows<true, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 else
-                    ws_softmax_rows<false, true>(sv, dt ? ws_draft_visible<ROWS>(p.H, p.L, 0) : vt, p.scale_log2,
-                                                 mS, lS, pk, al, sv, dt ? ws_draft_visible<ROWS>(p.H, p.L, 8) : vt);
+                    ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 wg_wait<0>(); // PV(t - 1): O and its P registers are free
                 // Orders the packing below after the wait (as CUTLASS's
                 // warpgroup_fence_operand does for accumulators).
@@ -896,7 +895,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                         pk[h][j] = pack_bf2(sv[4 * j + 2 * h], sv[4 * j + 2 * h + 1]);
                 ws_rescale_o(acc, al[0], al[1]);
                 const uint64_t dv = wg_desc_mn_sw128(
-                    (uint32_t)__cvta_generic_to_shared(Ks + stage_el(dt ? t + 1 : t) + (c0 / 64) * TN * 64));
+                    (uint32_t)__cvta_generic_to_shared(Ks + stage_el(DT ? t + 1 : t) + (c0 / 64) * TN * 64));
                 // A fragments of k16 steps 0 and 1: rows r0 / r0 + 8, tokens
                 // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
                 const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
@@ -905,6 +904,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 wgmma_m64n256k16_rs_tb(acc, a0, dv);
                 wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
                 wg_commit();
+            };
+            for (int t = 0; t < ntiles; ++t)
+                pv_tile(t, ws_false{});
+            if (draft) {
+                nbar_sync(BAR_DRAFT, NT); // the draft tiles landed (the producer's copies)
+                pv_tile(td, ws_true{});
             }
             wg_wait<0>();
             if (wg_idx == 1 && tq == 0) {
