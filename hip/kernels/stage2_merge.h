@@ -1,5 +1,6 @@
 // Stage 2 of the fast and per-head tiers: the log-sum-exp merge of a
-// sequence's active prefix splits, the causal L x L draft block in fp32,
+// sequence's active prefix splits, the causal L x L draft block in fp32
+// (unless stage 1 folded it into the last split: Stage2Params s1_draft),
 // and the final merge into o and lse.
 #ifndef MLA_KERNELS_STAGE2_MERGE_H
 #define MLA_KERNELS_STAGE2_MERGE_H
