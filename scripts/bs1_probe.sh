@@ -30,4 +30,6 @@ src=(-s 6 -c 1 --section SourceCounters --page source --csv --print-source sass)
     tee "$OUT/ncu_src_bs1.csv" | python3 scripts/ncu_top.py 50 > "$OUT/ncu_top_bs1.txt" 2>&1
 gzip -f "$OUT/ncu_src_bs1.csv"
 head -60 "$OUT/ncu_top_bs1.txt"
+# One archive: the device returns at most 8 files.
+(cd "$OUT" && tar -czf logs.tar.gz --remove-files $(ls *.log *.txt *.csv.gz 2>/dev/null))
 echo "total $(( $(date +%s) - t0 )) s"
