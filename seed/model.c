@@ -58,6 +58,8 @@ typedef struct {
     int guard_empty;               /* empty rows give 0 / -inf, never 0/0 */
     mla_mutation boundary;         /* a boundary bug of mla/model_boundary.h (split
                                       ranges, kv_indices base, draft block), or NONE */
+    int masked_drafts_weighted;    /* the drafts a row cannot see enter its value sum at
+                                      weight 0, as in a dense P V product: 0 x NaN */
 } mutation_row;
 
 #define CORRECT round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 1, MLA_MUT_NONE
@@ -94,6 +96,13 @@ static const mutation_row k_mutations[MLA_MUT_COUNT] = {
     BOUNDARY(MLA_MUT_NEXT_SEQ_FIRST, "the last split reads the next sequence's first token"),
     BOUNDARY(MLA_MUT_KV_INDICES_OFF_BY_ONE, "kv_indices read one entry late"),
     BOUNDARY(MLA_MUT_DRAFT_OFF_BY_ONE, "the draft block sees one draft too many"),
+    /* Invisible with finite values (their weight is exactly 0): only a
+     * non-finite draft value shows it (the shipped k3-nan-draft). A
+     * stage-1 draft tile on tensor cores had this bug (docs/perf-log.md,
+     * step 30). */
+    [MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT] = {"masked_draft_zero_weight",
+                                          "masked drafts' values summed at weight 0 (0 x NaN)",
+                                          "draft values: masked_drafts_weighted", CORRECT, 1},
 };
 #undef CORRECT
 #undef BOUNDARY
@@ -397,8 +406,8 @@ static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
         *lse_d = -INFINITY;
         return;
     }
-    for (j = 0; j < visible; j++) {
-        const float pj = expf(c->sd[j] - m);
+    for (j = 0; j < (c->mut->masked_drafts_weighted ? c->len : visible); j++) {
+        const float pj = j < visible ? expf(c->sd[j] - m) : 0.0f;
         const float *v = c->dvv + (size_t)j * c->dv;
         l += pj;
         for (d = 0; d < c->dv; d++)

@@ -412,6 +412,7 @@ static const mla_backend BACKENDS[] = {
      .arg = GPU_FAST_TIER | EMU_GFX950 | EMU_SHORT_POOL, .fault_is_fail = 1},
     MODEL_MUT("drop-remainder", MLA_MUT_DROP_REMAINDER),
     MODEL_MUT("no-causal", MLA_MUT_NO_CAUSAL),
+    MODEL_MUT("masked-draft-zero-weight", MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT),
     MODEL_MUT("fp16-partials", MLA_MUT_FP16_PARTIALS),
     MODEL_MUT("lse-no-max-shift", MLA_MUT_LSE_NO_MAX_SHIFT),
     MODEL_MUT("lse-base2", MLA_MUT_LSE_BASE2),

@@ -31,6 +31,7 @@ typedef enum {
     MLA_MUT_NEXT_SEQ_FIRST,     /* the last split reads the next sequence's first token */
     MLA_MUT_KV_INDICES_OFF_BY_ONE, /* kv_indices read from kv_indptr[b] + 1 */
     MLA_MUT_DRAFT_OFF_BY_ONE,   /* draft row i also sees draft i + 1 */
+    MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT, /* masked drafts' values summed at weight 0 (0 x NaN) */
     MLA_MUT_COUNT
 } mla_mutation;
 

@@ -721,6 +721,45 @@ static int seq_identical(const mla_fixture *fx, const outputs *a, const outputs 
     return 1;
 }
 
+/* The masked drafts summed at weight 0: with finite draft values the
+ * output is the correct model's to the bit (0 x v = 0); a NaN in the last
+ * draft's value column 5 of the first sequence must leave the earlier
+ * drafts' rows finite there in the correct model and turn them NaN in the
+ * mutant (what the shipped k3-nan-draft catches in mla-validate). */
+static void masked_draft_caught(mla_fixture *fx, const outputs *ref, int L, int H)
+{
+    const int Dv = fx->cfg.v_head_dim;
+    const size_t at = (size_t)(fx->qo_indptr[0] + L - 1) * (size_t)Dv + 5;
+    const mla_bf16 keep = fx->v_extend[at];
+    mla_model_opts good = mla_model_opts_default(), bad = good;
+    outputs og, ob;
+    mla_error err;
+    int i, hd, good_finite = 1, bad_nan = 1;
+
+    bad.mutation = MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT;
+    outputs_alloc(fx, &og);
+    outputs_alloc(fx, &ob);
+    CHECK(mla_model_run(fx, &bad, ob.o, ob.lse, &err) == MLA_OK, "masked draft: %s", err.msg);
+    CHECK(memcmp(ob.o, ref->o, (size_t)fx->num_q_tokens * H * Dv * sizeof(mla_bf16)) == 0,
+          "mutation masked_draft_zero_weight changed an output with finite draft values");
+    fx->v_extend[at] = BF16_QNAN;
+    CHECK(mla_model_run(fx, &good, og.o, og.lse, &err) == MLA_OK, "masked draft: %s", err.msg);
+    CHECK(mla_model_run(fx, &bad, ob.o, ob.lse, &err) == MLA_OK, "masked draft: %s", err.msg);
+    fx->v_extend[at] = keep;
+    for (i = 0; i < L - 1; i++)
+        for (hd = 0; hd < H; hd++) {
+            const size_t e = ((size_t)(fx->qo_indptr[0] + i) * H + hd) * Dv + 5;
+            good_finite &= isfinite(mla_bf16_to_f32(og.o[e]));
+            bad_nan &= isnan(mla_bf16_to_f32(ob.o[e]));
+        }
+    printf("  mutation %-22s earlier drafts' column 5: correct finite %d, mutant NaN %d\n",
+           mla_mutation_name(MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT), good_finite, bad_nan);
+    CHECK(good_finite, "correct model: a NaN in the last draft's value reached earlier drafts");
+    CHECK(bad_nan, "mutation masked_draft_zero_weight not caught");
+    outputs_free(&og);
+    outputs_free(&ob);
+}
+
 /* Each planted bug must fail the same tolerance the real model passes, and
  * only where it should. */
 static void mutations_caught(void)
@@ -761,6 +800,10 @@ static void mutations_caught(void)
 
     for (m = 1; m < MLA_MUT_COUNT; m++) {
         const int big = (m == MLA_MUT_FP16_PARTIALS);
+        if (m == MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT) {
+            masked_draft_caught(&fx, &ref, L, H);
+            continue;
+        }
         const mla_fixture *f = big ? &fx_big : &fx;
         outputs out;
         mla_model_opts mo = mla_model_opts_default();
