@@ -102,11 +102,8 @@ if [ $ncu_too = 1 ]; then
         --section SourceCounters --page details \
         $nb --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel --out /tmp/ncu_b \
         > "$OUT/ncu.txt" 2>&1
-    ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 --section SourceCounters \
-        --page source --csv --print-source sass \
-        $nb --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel --out /tmp/ncu_b 2>/dev/null |
-        tee "$OUT/ncu_src.csv" | python3 scripts/ncu_top.py 45 > "$OUT/ncu_top.txt" 2>&1
-    gzip -f "$OUT/ncu_src.csv"
+    pilot_ncu_top k3bs32 stage1_ws 45 --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel \
+        --out /tmp/ncu_b
     echo "ncu done $(( $(date +%s) - t0 )) s"
 fi
 (cd "$OUT" && tar -czf logs.tar.gz --remove-files $(ls *.log 2>/dev/null) && rm -rf b_*_r*/ 2>/dev/null)

@@ -24,11 +24,7 @@ for c in 12,8,1,1024 12,8,1,4096 16,4,1,1024 16,4,1,4096; do
     echo "== ncu $c"
     grep -E "stage1_|stage2_|Duration|Grid Size|Block Size" "$OUT/ncu_${c//,/_}.txt" | cut -c1-110 | head -16
 done
-src=(-s 6 -c 1 --section SourceCounters --page source --csv --print-source sass)
-"${ncu0[@]}" -k regex:stage1 "${src[@]}" build-cuda/hip/mla-bench --only 12,8,1,1024 --no-ceilings \
-    --backends fast --kv-layout pages64 --out /tmp/bs1 2>/dev/null |
-    tee "$OUT/ncu_src_bs1.csv" | python3 scripts/ncu_top.py 50 > "$OUT/ncu_top_bs1.txt" 2>&1
-gzip -f "$OUT/ncu_src_bs1.csv"
+pilot_ncu_top bs1 stage1 50 --only 12,8,1,1024 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/bs1
 head -60 "$OUT/ncu_top_bs1.txt"
 # One archive: the device returns at most 8 files.
 (cd "$OUT" && tar -czf logs.tar.gz --remove-files $(ls *.log *.txt *.csv.gz 2>/dev/null))

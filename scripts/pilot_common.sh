@@ -1,9 +1,10 @@
 # Sourced by the one-command device pilots (fp8_pilot.sh, pvg_ab.sh,
-# ab_base.sh) from the repo root: reads --rounds N (sets rounds, default 2)
+# ab_base.sh, ncu_overhead.sh, bs1_probe.sh) from the repo root: reads --rounds N (sets rounds, default 2)
 # and --help (prints the caller's header, comment lines 2 .. $help_end),
 # requires $OUT, builds the 'cuda' preset into $OUT/build.log and prints the
 # stage-1 ws kernels' ptxas lines. Sets t0 to the start time, and defines
-# pilot_validate and pilot_sanitize (below) for the pilots' checks.
+# pilot_validate and pilot_sanitize (below) for the pilots' checks and
+# pilot_ncu_top for their stall profiles.
 set -u
 rounds=2
 if [ "${1:-}" = --rounds ]; then
@@ -47,4 +48,16 @@ pilot_sanitize() {
         timeout 200 "$cs" --tool $tool --error-exitcode 3 build-cuda/validate/mla-validate "$@" > "$OUT/san_$tool.log" 2>&1
         echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
     done
+}
+# pilot_ncu_top NAME KERNEL_RE N BENCH_ARGS...: ncu's SASS source counters of
+# one launch of the kernels matching KERNEL_RE (after 6 skipped), run by
+# build-cuda's mla-bench BENCH_ARGS: gzipped into $OUT/ncu_src_NAME.csv.gz,
+# and the N lines with the most stall samples into $OUT/ncu_top_NAME.txt.
+pilot_ncu_top() {
+    local name=$1 kre=$2 n=$3
+    shift 3
+    ncu --clock-control none --cache-control none -k regex:"$kre" -s 6 -c 1 --section SourceCounters \
+        --page source --csv --print-source sass build-cuda/hip/mla-bench "$@" 2>/dev/null |
+        tee "$OUT/ncu_src_$name.csv" | python3 scripts/ncu_top.py "$n" > "$OUT/ncu_top_$name.txt" 2>&1
+    gzip -f "$OUT/ncu_src_$name.csv"
 }
