@@ -390,6 +390,7 @@ static void fill_common(const SplitLaunch &a, Stage1Params &p1, Stage2Params &p2
     p2.Dv = p1.Dv;
     p2.num_splits = a.info.num_splits;
     p2.cw = a.cw;
+    p2.s1_draft = 0;
     p2.sm_scale = g.sm_scale;
     p2.part_o = a.part_o;
     p2.part_lse = a.part_lse;
@@ -413,17 +414,27 @@ static hipError_t launch_fast(const SplitLaunch &a)
     dim3 grid(a.info.num_splits, (p1.HL + rows - 1) / rows, bs);
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
+    // ws-pvg's stage 1 takes the draft block into each sequence's last
+    // split (Stage1Draft): stage 2 then merges the splits only, its blocks
+    // do no draft products after stage 1's CTAs leave the SMs (about 5 us of
+    // K3 bs 8 / 16k, docs/perf-log.md step 29). Not with scaled pools: the
+    // drafts take neither k_scale nor v_scale (SPEC section 2).
+    const mla_gpu_args &g = *a.g;
+    Stage1Draft dr = {g.k_extend, g.v_extend, g.k_stride_tok, g.v_stride_tok, 0};
+    dr.on = rows == 64 && a.ws && a.pvg && p1.kv_fmt == KV_BF16 && g.k_scale == 1.f && g.v_scale == 1.f &&
+            p1.L <= 8; // ws_draft_pv_exact: at most 8 drafts
+    p2.s1_draft = dr.on;
     if (rows == 16)
         e = launch_stage1_mma<1, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 32)
         e = launch_stage1_mma<2, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 64)
         e = !a.ws ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
-            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, grid, a.stream)
-            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, grid, a.stream)
-                                   : launch_stage1_ws<4, 8, false, false>(p1, grid, a.stream);
+            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, dr, grid, a.stream)
+            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, dr, grid, a.stream)
+                                   : launch_stage1_ws<4, 8, false, false>(p1, dr, grid, a.stream);
     else
-        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, grid, a.stream)
+        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, dr, grid, a.stream)
                  : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
 #elif defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
     (void)rows; // gfx942's plan: 32-row blocks only (split_policy.c)

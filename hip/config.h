@@ -27,8 +27,9 @@ constexpr float LN2 = 0.6931471805599453f;
 constexpr int S2_THREADS = MLA_SP_S2_THREADS; // threads per stage-2 block
 static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole tiles");
 
-// Named barriers of the warp-specialized stage 1. 0 is __syncthreads'; 1 is
-// left free. BAR_P_FULL / BAR_P_FREE: the hand-over; BAR_END: all threads
+// Named barriers of the warp-specialized stage 1. 0 is __syncthreads'.
+// BAR_DRAFT: the draft tile's K/V copies landed (ws-pvg with Stage1Draft,
+// once, after the prefix tiles). BAR_P_FULL / BAR_P_FREE: the hand-over; BAR_END: all threads
 // once the last tile is done (Linv, Lse ready; K/V stages free), then once
 // the partial is staged. Every barrier spans all threads: a barrier of a
 // subset (warpgroup 0 alone, to publish each tile's cp.async data) makes
@@ -36,7 +37,7 @@ static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole t
 // full barriers do order (hip/tests/racecheck_subset_barrier.cu reproduces
 // it in 40 lines), so each tile's data is published by the P_FULL barrier
 // of the tile before instead.
-enum NamedBarrier { BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4 };
+enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4 };
 
 // Shared-memory plan of a stage-1 CTA: byte offsets of each region from
 // the (aligned) base, and the dynamic bytes to request (slack included).

@@ -35,6 +35,21 @@ struct Stage1Params {
     float *part_lse;  // [bs, num_splits, HL], natural log
 };
 
+// The draft keys for stage1_ws_kernel's ws-pvg form, a second kernel
+// argument so that Stage1Params keeps its 128 bytes (see kv_fmt above). on:
+// the CTA of each sequence's last active split appends the causal L x L
+// draft block to its prefix range as one more tile (k_ext rows as keys,
+// v_ext rows as values), so stage 2 only merges splits (Stage2Params
+// s1_draft). Set only where the drafts' scores and values need no scale of
+// their own (k_scale == v_scale == 1: SPEC section 2 scales prefix keys and
+// values alone) and L fits a tile.
+struct Stage1Draft {
+    const bf16_t *k_ext;
+    const bf16_t *v_ext;
+    long long k_st, v_st;
+    int on;
+};
+
 struct Stage2Params {
     const bf16_t *q;
     long long q_st, q_sh;
@@ -47,6 +62,7 @@ struct Stage2Params {
     int H, L, HL, D, Dv;
     int num_splits, split_mode, min_split;
     int cw; // output columns per block (a multiple of 64 dividing Dv)
+    int s1_draft; // stage 1 folded the draft block into the last split (Stage1Draft)
     float sm_scale;
     const void *part_o;
     const float *part_lse;

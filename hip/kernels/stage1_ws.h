@@ -80,22 +80,25 @@ __device__ __forceinline__ float ws_exp2(float x)
 // per tile, so full tiles skip the 32 compare-selects per thread.
 // PROBS: the probabilities go to probs[] as fp32 in acc's order instead of
 // pk (probs may be acc itself), for a caller that may pack them only later.
+// valid8: the visible tokens of row r0 + 8 when they differ from row r0's
+// (the causal draft tile, Stage1Draft); < 0: valid.
 template <bool FULL = false, bool PROBS = false>
 __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int valid, float scale,
                                                 float (&m_run)[2], float (&l_run)[2],
                                                 uint32_t (&pk)[2][4], float (&alpha)[2],
-                                                float *probs = nullptr)
+                                                float *probs = nullptr, int valid8 = -1)
 {
     const int t = threadIdx.x & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float v[8];
         float tmax = -INFINITY;
+        const int vr = h == 1 && valid8 >= 0 ? valid8 : valid;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int tok = 8 * j + 2 * t;
-            v[2 * j] = FULL || tok < valid ? acc[4 * j + 2 * h] * scale : -INFINITY;
-            v[2 * j + 1] = FULL || tok + 1 < valid ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
+            v[2 * j] = FULL || tok < vr ? acc[4 * j + 2 * h] * scale : -INFINITY;
+            v[2 * j + 1] = FULL || tok + 1 < vr ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
             tmax = fmaxf(tmax, fmaxf(v[2 * j], v[2 * j + 1]));
         }
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -142,6 +145,77 @@ __device__ __forceinline__ void ws_rescale_o(float (&acc)[128], float a0, float 
         }
     }
 }
+// The draft tile's causal mask (Stage1Draft) for row r0 + h8 of a PV
+// thread's m64 layout (r0 = 16 (warp % 4) + lane / 4): draft row i =
+// flattened row / H sees drafts 0 .. i; padding rows past H L see all L.
+// Recomputed from the special registers where used (asm volatile, so not
+// hoisted): kept live across the tile loop, the values spilled 12 bytes of
+// the PV warps' registers.
+template <int ROWS>
+__device__ __forceinline__ int ws_draft_visible(int H, int L, int h8)
+{
+    uint32_t tx, cy;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tx));
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(cy));
+    const int r = (int)cy * ROWS + 16 * (int)((tx >> 5) & 3) + (int)((tx & 31) >> 2) + h8;
+    return min(r / H + 1, L);
+}
+// Whether any of the L draft value rows holds a NaN or Inf in the 256
+// columns of a PV warpgroup (vs: the values' stage at the warpgroup's first
+// atom; 4 atoms of 32 128-byte token rows, the swizzle only permutes 16-byte
+// chunks within a row). Every warp of the warpgroup reads the same 4 L rows
+// and so decides alike; the shuffle tells ptxas the result is warp-uniform
+// (a wgmma in a branch it cannot prove uniform is serialized, C7520).
+__device__ __forceinline__ bool ws_draft_values_nonfinite(const bf16_t *vs, int L)
+{
+    const unsigned char *b = (const unsigned char *)vs;
+    const int lane = threadIdx.x & 31;
+    uint32_t bad = 0;
+    for (int idx = lane; idx < 4 * L * 8; idx += 32) {
+        const int a = idx / (L * 8), j = (idx / 8) % L, c = idx & 7;
+        const uint4 w = *(const uint4 *)(b + a * TN * 128 + j * 128 + c * 16);
+        const uint32_t x[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            bad |= (x[k] & 0x7f80u) == 0x7f80u || (x[k] & 0x7f800000u) == 0x7f800000u;
+    }
+    return __shfl_sync(0xffffffffu, (int)__any_sync(0xffffffffu, bad != 0), 0) != 0;
+}
+// O += P V for the draft tile on CUDA cores, each row summing only the
+// drafts it sees (vis0 / vis1 for rows r0 / r0 + 8): P in fp32 (the tile's
+// probabilities sv, tokens 2 tq + e of its quad's lanes), V from the
+// swizzled stage (token j's 16-byte chunk c at c ^ (j & 7)). L <= 8.
+__device__ __forceinline__ void ws_draft_pv_exact(float (&acc)[128], const float (&sv)[16], const bf16_t *vs,
+                                                  int L, int vis0, int vis1)
+{
+    const unsigned char *b = (const unsigned char *)vs;
+    const int lane = threadIdx.x & 31, tq = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        if (j >= L)
+            break;
+        // sv[2 h + e]: row r0 + 8 h, token 2 tq + e of this lane.
+        const float p0 = __shfl_sync(0xffffffffu, sv[j & 1], (lane & ~3) | (j >> 1));
+        const float p1 = __shfl_sync(0xffffffffu, sv[2 + (j & 1)], (lane & ~3) | (j >> 1));
+        const bool s0 = j < vis0, s1 = j < vis1;
+#pragma unroll
+        for (int jj = 0; jj < 32; ++jj) {
+            const uint32_t w = *(const uint32_t *)(b + (jj >> 3) * TN * 128 + j * 128 + (((jj & 7) ^ j) << 4) + 4 * tq);
+            const float v0 = bf2_lo(w), v1 = bf2_hi(w);
+            acc[4 * jj] = s0 ? fmaf(p0, v0, acc[4 * jj]) : acc[4 * jj];
+            acc[4 * jj + 1] = s0 ? fmaf(p0, v1, acc[4 * jj + 1]) : acc[4 * jj + 1];
+            acc[4 * jj + 2] = s1 ? fmaf(p1, v0, acc[4 * jj + 2]) : acc[4 * jj + 2];
+            acc[4 * jj + 3] = s1 ? fmaf(p1, v1, acc[4 * jj + 3]) : acc[4 * jj + 3];
+        }
+    }
+}
+// Compile-time flags for generic lambdas (a tag argument's type).
+struct ws_false {
+    static constexpr bool value = false;
+};
+struct ws_true {
+    static constexpr bool value = true;
+};
 // P layouts of the PV operand: 64 rows, the 128-byte swizzled K-major layout
 // of an m64 A operand; 96 rows, K-major without swizzle (8 x 16-byte core
 // matrices, 4 per 8-row group: 64-byte rows, the 6 KB that fit).
@@ -233,7 +307,7 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // t + STG - 1 into the stage tile t - 1 left while their PV wgmma of tile t
 // runs, and the producer pipelines S with its softmax and the P stores.
 template <int MT, int NPW, bool F8, bool PVG>
-__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p)
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p, Stage1Draft dr)
 {
     constexpr int ROWS = 16 * MT;
     constexpr int NT = (NPW + 4) * 32;
@@ -299,19 +373,28 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     const int tid = threadIdx.x;
     const int kv0 = p.kv_indptr[b];
     const int P = p.kv_indptr[b + 1] - kv0;
-    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
+    const int act = active_splits(p.split_mode, P, p.num_splits, p.min_split);
+    if (s >= act)
         return; // whole block: stage 2 reads active splits only
     int beg, end;
     split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
     const int n = end - beg;
     const int q0 = p.qo_indptr[b];
     const int D = p.D;
+    // The draft block (Stage1Draft; SC's kernel only): after its prefix
+    // tiles, the last split's CTA runs one more tile, td = ntiles, outside
+    // the tile loops (whose code stays that of the prefix alone: a draft
+    // tile inside them cost 5-30%, docs/perf-log.md step 30): the L draft
+    // keys (k_ext rows, a causal mask per row) in stage td % STG, their
+    // values (v_ext rows) in the next stage, both free by then.
+    const bool draft = SC && dr.on && s == act - 1;
     if (tid == 0) {
         Qdesc[0] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs));
         Qdesc[1] = wg_desc_sw128((uint32_t)__cvta_generic_to_shared(Qs + toff<true>(32, 0, ROWS)));
     }
     const int chunks = D >> 3;
     const int ntiles = (n + TN - 1) / TN;
+    const int td = ntiles; // the draft tile, when draft
     // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
     // wgmma inside a branch it cannot prove uniform is serialized (C7520).
     const int wg_idx = __shfl_sync(0xffffffffu, tid >> 7, 0);
@@ -371,6 +454,25 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         return h;
     };
     const uint32_t dst_half = (uint32_t)(my_tok8 * 128 + ((my_c ^ (my_tok8 & 7)) << 4));
+    // The draft tiles in load_half's map: tile td the keys (576 columns),
+    // td + 1 the values (512, the last atom zero-filled); tokens past L
+    // zero-filled, so that a masked key's zero weight never meets a stale
+    // non-finite value. (dr is read where it is used, as p is by
+    // load_half: copies would stay live in registers across the tile loop.)
+    auto load_draft_half = [&](int t, uint32_t st) {
+        const bool val = t != td; // t == td + 1
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int j = my_tok8 + 8 * k;
+            const bool ok = j < p.L;
+            const bf16_t *row = !ok ? dr.k_ext : val ? dr.v_ext + (q0 + j) * dr.v_st : dr.k_ext + (q0 + j) * dr.k_st;
+            const unsigned char *src = (const unsigned char *)(row + my_c * 8);
+#pragma unroll
+            for (int a = 0; a < D_MAX / 64; ++a)
+                cp_async16_s(st + (uint32_t)(a * TN * 128 + k * 1024), src + 128 * a,
+                             ok && !(val && a == D_MAX / 64 - 1) ? 16 : 0);
+        }
+    };
     auto load_half = [&](int t, const Half &h) {
         if (t >= ntiles)
             return;
@@ -470,7 +572,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 
     Slots slot_next = {-1, -1};
     int64_t slot8_next = -1;
-    if (n > 0) {
+    if (ntiles > 0 || draft) {
         load_q<ROWS, NT, true, DP>(p, y, q0, chunks, Qs);
         cp_async_commit();
         // (The bf16 branches keep the order of the bf16-only kernel: its
@@ -567,7 +669,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         const int w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
         uint32_t qf[QR > 0 ? QR : 1][4];
         uint64_t qda = 0;
-        if (QR > 0 && ntiles > 0) { // Q was loaded only for a non-empty split
+        if (QR > 0 && (ntiles > 0 || draft)) { // Q was loaded only for a CTA with work
             // ldmatrix x4 of rows 16w .. 16w + 15, columns 16k .. 16k + 15:
             // lanes 0-7 / 8-15 rows 0-7 / 8-15 at column 16k, lanes 16-31
             // the same rows at 16k + 8 (a0..a3 of the A fragment).
@@ -625,6 +727,26 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 }
             }
             wg_wait<0>();
+            if (draft) {
+                // The draft tile: keys into stage td % STG (warps 0-1), values
+                // into the next (warps 2-3). Both stages' tiles, td - 5 and
+                // td - 4, were done with by both PV warpgroups before they
+                // reached P_FREE(td - 1); the discarded chain of tile td
+                // finished at the wait above. BAR_DRAFT publishes the copies
+                // (every thread fenced its own) to the chain and to PV.
+                load_draft_half(td + par, ks_base + (uint32_t)(stage_el(td + par) * 2) + dst_half);
+                cp_async_commit();
+                cp_async_wait_group<0>();
+                fence_proxy_async();
+                nbar_sync(BAR_DRAFT, NT);
+                ws_s_chain_rq<ROWS, QR>(acc, qf, qda, kdesc(td));
+                wg_wait<0>();
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    Sw[128 * j] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+                nbar_sync(BAR_P_FULL, NT);
+                nbar_sync(BAR_P_FREE, NT);
+            }
         } else if constexpr (PVG) {
             // Software-pipelined (docs/perf-log.md, step 24): iteration t
             // issues the S chain of tile t + 1 into the other accumulators
@@ -781,7 +903,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             // generic pointer from the thread index every tile, an S2R
             // that waited behind the MIO queue.)
             const uint32_t sv_addr = (uint32_t)__cvta_generic_to_shared(Ps) + 16u * (uint32_t)(tid & 127);
-            for (int t = 0; t < ntiles; ++t) {
+            // One tile: S(t) in, P_FREE, the softmax, PV(t) issued. DT: the
+            // draft tile (per-row causal counts, values in the next stage);
+            // a template argument, so the loop's code is the prefix's alone.
+            auto pv_tile = [&](int t, auto dt_tag) {
+                constexpr bool DT = decltype(dt_tag)::value;
                 nbar_sync(BAR_P_FULL, NT);
                 float sv[16];
 #pragma unroll
@@ -798,7 +924,10 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 // its wgmma reads the P registers until then, and ptxas
                 // packed the next P into them before the wait (wrong sums
                 // once the hand-over got faster; step 26).
-                if (valid == TN)
+                if constexpr (DT)
+                    ws_softmax_rows<false, true>(sv, ws_draft_visible<ROWS>(p.H, p.L, 0), p.scale_log2, mS, lS,
+                                                 pk, al, sv, ws_draft_visible<ROWS>(p.H, p.L, 8));
+                else if (valid == TN)
                     ws_softmax_rows<true, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
                 else
                     ws_softmax_rows<false, true>(sv, valid, p.scale_log2, mS, lS, pk, al, sv);
@@ -814,8 +943,20 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                     for (int j = 0; j < 4; ++j)
                         pk[h][j] = pack_bf2(sv[4 * j + 2 * h], sv[4 * j + 2 * h + 1]);
                 ws_rescale_o(acc, al[0], al[1]);
+                if constexpr (DT) {
+                    // The masked drafts weigh exactly 0, so the tensor-core
+                    // product adds nothing for them while their values are
+                    // finite; a NaN or Inf value would make 0 x NaN = NaN in
+                    // rows that cannot see it (k3-nan-draft). So: the exact
+                    // per-row sum when any of the L value rows is not.
+                    if (ws_draft_values_nonfinite(Ks + stage_el(t + 1) + (c0 / 64) * TN * 64, p.L)) {
+                        ws_draft_pv_exact(acc, sv, Ks + stage_el(t + 1) + (c0 / 64) * TN * 64, p.L,
+                                          ws_draft_visible<ROWS>(p.H, p.L, 0), ws_draft_visible<ROWS>(p.H, p.L, 8));
+                        return;
+                    }
+                }
                 const uint64_t dv = wg_desc_mn_sw128(
-                    (uint32_t)__cvta_generic_to_shared(Ks + stage_el(t) + (c0 / 64) * TN * 64));
+                    (uint32_t)__cvta_generic_to_shared(Ks + stage_el(DT ? t + 1 : t) + (c0 / 64) * TN * 64));
                 // A fragments of k16 steps 0 and 1: rows r0 / r0 + 8, tokens
                 // 16k + 2tq (+1) and 16k + 8 + 2tq (+1).
                 const uint32_t a0[4] = {pk[0][0], pk[1][0], pk[0][1], pk[1][1]};
@@ -824,6 +965,12 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 wgmma_m64n256k16_rs_tb(acc, a0, dv);
                 wgmma_m64n256k16_rs_tb(acc, a1, dv + (2048 >> 4));
                 wg_commit();
+            };
+            for (int t = 0; t < ntiles; ++t)
+                pv_tile(t, ws_false{});
+            if (draft) {
+                nbar_sync(BAR_DRAFT, NT); // the draft tiles landed (the producer's copies)
+                pv_tile(td, ws_true{});
             }
             wg_wait<0>();
             if (wg_idx == 1 && tq == 0) {

@@ -63,12 +63,15 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     const int P = p.kv_indptr[b + 1] - p.kv_indptr[b];
     const int act = active_splits(p.split_mode, P, NS, p.min_split);
     const long long part_row0 = (long long)b * NS * p.HL;
+    // Draft keys merged here: none when stage 1 folded the draft block into
+    // the last split (Stage1Draft), which leaves this kernel the merge alone.
+    const int LD = p.s1_draft ? 0 : L;
 
     // Phase 0: stage q rows of this head, k_extend rows, this block's v_extend
     // columns and the split lse values.
     // q rows are 16-byte aligned (a fast/per-head condition), k_extend and
     // v_extend rows too (idem); 8-element chunks, no division in the loop.
-    {
+    if (LD > 0) {
         const int cpr = D / 8; // chunks per row
         for (int i = warp; i < L; i += S2_THREADS / 32) {
             const uint4 *qg = (const uint4 *)(p.q + (long long)(q0 + i) * p.q_st + (long long)h * p.q_sh);
@@ -91,12 +94,12 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     // warp per column j left warp 0 with L pairs and the last with one, and
     // this phase was half of the kernel's instructions (ncu, K3 bs 8 / 16k,
     // docs/perf-log.md step 28). 16-byte shared loads, two accumulators.
-    for (int idx = tid; idx < L * L; idx += S2_THREADS) {
+    for (int idx = tid; idx < LD * L; idx += S2_THREADS) {
         const int i = idx / L, j = idx - i * L;
         if (j > i)
             sc[idx] = -INFINITY; // causal: later drafts are invisible
     }
-    for (int pp = warp; pp < L * (L + 1) / 2; pp += S2_THREADS / 32) {
+    for (int pp = warp; pp < LD * (LD + 1) / 2; pp += S2_THREADS / 32) {
         int i = 0;
         while ((i + 1) * (i + 2) / 2 <= pp)
             ++i;
@@ -140,7 +143,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
             bad = x != x ? 1.f : bad;
             M = fmaxf(M, x);
         }
-        for (int j = lane; j < L; j += 32) {
+        for (int j = lane; j < LD; j += 32) {
             const float x = sc[i * L + j];
             bad = x != x ? 1.f : bad;
             M = fmaxf(M, x);
@@ -151,7 +154,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
         if (M != -INFINITY) {
             for (int s = lane; s < act; s += 32)
                 sum += __expf(wsp[i * NS + s] - M);
-            for (int j = lane; j < L; j += 32)
+            for (int j = lane; j < LD; j += 32)
                 sum += __expf(sc[i * L + j] - M);
         }
         sum = warp_sum(sum);
@@ -163,7 +166,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
         const float inv = any ? 1.f / sum : 0.f;
         for (int s = lane; s < act; s += 32)
             wsp[i * NS + s] = any ? __expf(wsp[i * NS + s] - M) * inv : 0.f;
-        for (int j = lane; j < L; j += 32)
+        for (int j = lane; j < LD; j += 32)
             wd[i * L + j] = any ? __expf(sc[i * L + j] - M) * inv : 0.f;
         if (chunk == 0 && lane == 0 && p.lse)
             p.lse[(long long)(q0 + i) * p.lse_st + h] = any ? M + __logf(sum) : -INFINITY;
@@ -174,7 +177,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     // the splits shared among SG thread groups, then the draft values.
     auto finish = [&](int item, float *acc) {
         const int i = item / CG, cg = item - i * CG;
-        for (int j = 0; j <= i; ++j) {
+        for (int j = 0; j <= (LD > 0 ? i : -1); ++j) {
             const float w = wd[i * L + j];
             const uint4 v = *(const uint4 *)(vs + j * cw + cg * 8);
             const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
