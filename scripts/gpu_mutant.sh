@@ -1,0 +1,43 @@
+#!/bin/bash
+# A planted GPU bug must be caught: copy the tree (sources only) to a scratch
+# directory, apply one literal substitution to one file there, build the
+# 'cuda' preset's mla-validate, and run it on the named catalogue cases with
+# the named backend. Exit 0 only when the substitution applied and
+# mla-validate FAILED (a caught mutant); 1 when the mutant passed; 2 on a
+# usage, copy or build error. Runs on the device machine, from the repo root.
+#   OUT=DIR bash scripts/gpu_mutant.sh FILE FROM TO BACKEND CASE...
+# e.g. the draft fold's 0 x NaN (docs/perf-log.md step 31):
+#   OUT=... bash scripts/gpu_mutant.sh hip/kernels/stage1_ws.h \
+#       'if (ws_draft_values_nonfinite(' 'if (false && ws_draft_values_nonfinite(' gpu:pvg k3-nan-draft
+set -u
+case "${1:-}" in -h|--help) sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -ge 5 ] || { echo "gpu_mutant.sh: needs FILE FROM TO BACKEND CASE... (see --help)" >&2; exit 2; }
+file=$1 from=$2 to=$3 backend=$4
+shift 4
+: "${OUT:?set OUT to the directory for logs}"
+name=$(basename "$file" | tr -c 'A-Za-z0-9_\n' _)
+log="$OUT/mutant_$name.log"
+scratch=$(mktemp -d /tmp/gpu_mutant.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+# The tracked tree without build outputs (the device copy has no .git).
+tar --exclude='./build*' --exclude='./.tools' --exclude='./.sglang' -cf - . | tar -xf - -C "$scratch" ||
+    { echo "gpu_mutant: copy failed" >&2; exit 2; }
+python3 - "$scratch/$file" "$from" "$to" <<'EOF' || { echo "gpu_mutant: '$2' not found once in $file" >&2; exit 2; }
+import sys
+path, a, b = sys.argv[1:4]
+text = open(path).read()
+if text.count(a) != 1:
+    sys.exit(1)
+open(path, "w").write(text.replace(a, b))
+EOF
+(cd "$scratch" && cmake --preset cuda && cmake --build --preset cuda --target mla-validate) > "$log" 2>&1 ||
+    { echo "gpu_mutant: build failed (log $log)" >&2; tail -20 "$log" >&2; exit 2; }
+"$scratch/build-cuda/validate/mla-validate" --catalogue --backend "$backend" "$@" >> "$log" 2>&1
+rc=$?
+grep -E '^(PASS|FAIL)|non-finite|mla-validate:' "$log" | tail -12
+if [ $rc -ne 0 ] && grep -q '^FAIL' "$log"; then
+    echo "gpu_mutant: caught ($file: '$from' -> '$to'; $backend on $*)"
+    exit 0
+fi
+echo "gpu_mutant: NOT caught (mla-validate rc $rc; $file: '$from' -> '$to'; $backend on $*)"
+exit 1
