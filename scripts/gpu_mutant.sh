@@ -15,6 +15,8 @@ case "${1:-}" in -h|--help) sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; 
 file=$1 from=$2 to=$3 backend=$4
 shift 4
 : "${OUT:?set OUT to the directory for logs}"
+# The scratch copy has no .git: name what was built.
+export MLA_COMMIT="${MLA_COMMIT:-unknown}+mutant"
 name=$(basename "$file" | tr -c 'A-Za-z0-9_\n' _)
 log="$OUT/mutant_$name.log"
 scratch=$(mktemp -d /tmp/gpu_mutant.XXXXXX)
