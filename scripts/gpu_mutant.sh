@@ -2,15 +2,23 @@
 # A planted GPU bug must be caught: copy the tree (sources only) to a scratch
 # directory, apply one literal substitution to one file there, build the
 # 'cuda' preset's mla-validate, and run it on the named catalogue cases with
-# the named backend. Exit 0 only when the substitution applied and
-# mla-validate FAILED (a caught mutant); 1 when the mutant passed; 2 on a
-# usage, copy or build error. Runs on the device machine, from the repo root.
-#   OUT=DIR bash scripts/gpu_mutant.sh FILE FROM TO BACKEND CASE...
+# the named backend (under compute-sanitizer TOOL with --sanitize TOOL).
+# Exit 0 only when the substitution applied and the run FAILED (a FAIL
+# verdict, or sanitizer errors: a caught mutant); 1 when the mutant passed;
+# 2 on a usage, copy or build error. Runs on the device machine, from the
+# repo root.
+#   OUT=DIR bash scripts/gpu_mutant.sh [--sanitize TOOL] FILE FROM TO BACKEND CASE...
 # e.g. the draft fold's 0 x NaN (docs/perf-log.md step 31):
 #   OUT=... bash scripts/gpu_mutant.sh hip/kernels/stage1_ws.h \
 #       'if (ws_draft_values_nonfinite(' 'if (false && ws_draft_values_nonfinite(' gpu:pvg k3-nan-draft
 set -u
-case "${1:-}" in -h|--help) sed -n 2,12p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+san=()
+if [ "${1:-}" = --sanitize ]; then
+    [ $# -ge 2 ] || { echo "gpu_mutant.sh: --sanitize needs a tool (memcheck, racecheck, synccheck)" >&2; exit 2; }
+    san=(compute-sanitizer --tool "$2" --error-exitcode 3)
+    shift 2
+fi
 [ $# -ge 5 ] || { echo "gpu_mutant.sh: needs FILE FROM TO BACKEND CASE... (see --help)" >&2; exit 2; }
 file=$1 from=$2 to=$3 backend=$4
 shift 4
@@ -18,7 +26,8 @@ shift 4
 # The scratch copy has no .git: name what was built.
 export MLA_COMMIT="${MLA_COMMIT:-unknown}+mutant"
 name=$(basename "$file" | tr -c 'A-Za-z0-9_\n' _)
-log="$OUT/mutant_$name.log"
+tool=""; [ ${#san[@]} -gt 0 ] && tool="_${san[2]}"
+log="$OUT/mutant_$name$tool.log"
 scratch=$(mktemp -d /tmp/gpu_mutant.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 # The tracked tree without build outputs (the device copy has no .git).
@@ -34,10 +43,10 @@ open(path, "w").write(text.replace(a, b))
 EOF
 (cd "$scratch" && cmake --preset cuda && cmake --build --preset cuda --target mla-validate) > "$log" 2>&1 ||
     { echo "gpu_mutant: build failed (log $log)" >&2; tail -20 "$log" >&2; exit 2; }
-"$scratch/build-cuda/validate/mla-validate" --catalogue --backend "$backend" "$@" >> "$log" 2>&1
+"${san[@]}" "$scratch/build-cuda/validate/mla-validate" --catalogue --backend "$backend" "$@" >> "$log" 2>&1
 rc=$?
-grep -E '^(PASS|FAIL)|non-finite|mla-validate:' "$log" | tail -12
-if [ $rc -ne 0 ] && grep -q '^FAIL' "$log"; then
+grep -E '^(PASS|FAIL)|non-finite|mla-validate:|SUMMARY|Invalid' "$log" | tail -12
+if [ $rc -ne 0 ] && grep -qE '^FAIL|(ERROR|RACECHECK) SUMMARY: [1-9]' "$log"; then
     echo "gpu_mutant: caught ($file: '$from' -> '$to'; $backend on $*)"
     exit 0
 fi
