@@ -421,8 +421,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
     // drafts take neither k_scale nor v_scale (SPEC section 2).
     const mla_gpu_args &g = *a.g;
     Stage1Draft dr = {g.k_extend, g.v_extend, g.k_stride_tok, g.v_stride_tok, 0};
+    // Dv == 512: the kernel reads 512 columns of each v_extend row, whose
+    // rows are Dv wide (narrower values go through stage 2, which reads its
+    // own columns: k3-dv256).
     dr.on = rows == 64 && a.ws && a.pvg && p1.kv_fmt == KV_BF16 && g.k_scale == 1.f && g.v_scale == 1.f &&
-            p1.L <= 8; // ws_draft_pv_exact: at most 8 drafts
+            p1.L <= 8 /* ws_draft_pv_exact: at most 8 drafts */ && p1.Dv == DV_MAX;
     p2.s1_draft = dr.on;
     if (rows == 16)
         e = launch_stage1_mma<1, 4, 1, bf16_t, 0>(p1, grid, a.stream);

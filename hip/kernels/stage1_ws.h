@@ -455,12 +455,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     };
     const uint32_t dst_half = (uint32_t)(my_tok8 * 128 + ((my_c ^ (my_tok8 & 7)) << 4));
     // The draft tiles in load_half's map: tile td the keys (576 columns),
-    // td + 1 the values (Dv columns: v_extend rows are Dv wide, so the
-    // atoms from Dv / 64 on are zero-filled, never read: k3-dv256 under
-    // memcheck); tokens past L zero-filled, so that a masked key's zero
-    // weight never meets a stale non-finite value. (dr is read where it is
-    // used, as p is by load_half: copies would stay live in registers across
-    // the tile loop.)
+    // td + 1 the values (512, the last atom zero-filled: v_extend rows must
+    // be 512 wide, so api.hip folds only for Dv == 512); tokens past L
+    // zero-filled, so that a masked key's zero weight never meets a stale
+    // non-finite value. (dr is read where it is used, as p is by
+    // load_half: copies would stay live in registers across the tile loop.)
     auto load_draft_half = [&](int t, uint32_t st) {
         const bool val = t != td; // t == td + 1
 #pragma unroll
@@ -472,7 +471,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
 #pragma unroll
             for (int a = 0; a < D_MAX / 64; ++a)
                 cp_async16_s(st + (uint32_t)(a * TN * 128 + k * 1024), src + 128 * a,
-                             ok && !(val && a >= p.Dv / 64) ? 16 : 0);
+                             ok && !(val && a == D_MAX / 64 - 1) ? 16 : 0);
         }
     };
     auto load_half = [&](int t, const Half &h) {
