@@ -58,5 +58,9 @@ if [ -f scripts/bias_noise.sh ]; then
     echo "bias_noise rc $?"
 fi
 grep -E 'Compiling entry|spill|Used' "$OUT/logs/run_gpu.log" | sed 's/ptxas info    : //' | paste - - - | sort -u > "$OUT/logs/ptxas.txt"
+# The device hands back at most eight files: the reports (bias-noise.md,
+# peers.{json,md}, val/report.{md,json,html}) and one archive of the rest,
+# which leaves one slot for a caller's own file.
+[ -f "$OUT/bias-noise.log" ] && mv "$OUT/bias-noise.log" "$OUT/logs/"
 (cd "$OUT" && tar czf logs.tar.gz logs peers/raw && rm -rf logs peers/raw)
 echo "total $(( $(date +%s) - t0 )) s"
