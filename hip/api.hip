@@ -72,13 +72,15 @@ extern "C" const char *mla_gpu_fast_kernel_name(int k)
         return "mma";
     case MLA_GPU_FAST_KERNEL_WS_PVG:
         return "ws-pvg";
+    case MLA_GPU_FAST_KERNEL_WS_PP:
+        return "ws-pp";
     }
     return "unknown";
 }
 
 extern "C" int mla_gpu_fast_kernel_parse(const char *name)
 {
-    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_WS_PVG; ++k)
+    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_WS_PP; ++k)
         if (name && !strcmp(name, mla_gpu_fast_kernel_name(k)))
             return k;
     return -1;
@@ -117,8 +119,8 @@ extern "C" mla_status mla_gpu_options_check(const mla_gpu_options *o, mla_error 
 {
     if (!o)
         return MLA_OK; // NULL means the defaults
-    if (o->fast_kernel < MLA_GPU_FAST_KERNEL_AUTO || o->fast_kernel > MLA_GPU_FAST_KERNEL_WS_PVG) {
-        gpu_error(err, "mla_gpu_options: unknown fast_kernel %d (auto, ws, mma or ws-pvg)",
+    if (o->fast_kernel < MLA_GPU_FAST_KERNEL_AUTO || o->fast_kernel > MLA_GPU_FAST_KERNEL_WS_PP) {
+        gpu_error(err, "mla_gpu_options: unknown fast_kernel %d (auto, ws, mma, ws-pvg or ws-pp)",
                   o->fast_kernel);
         return MLA_ERR_INVALID;
     }
@@ -189,6 +191,13 @@ static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int n
         return false;
     return (long long)a->num_kv_indices >= 2048LL * s->num_seqs * num_splits;
 }
+// The ping-pong stage 1 (stage1_pp.h): forced by fast_kernel ws-pp only
+// (not yet measured against ws-pvg; docs/perf-log.md step 35), where its
+// declines (split_tier_shape_declines, declines) let it run.
+static bool fast_uses_pp(const mla_gpu_options &o)
+{
+    return o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP;
+}
 
 // Shape-level reasons the split tiers decline (mla_can_handle plus the
 // limits of the tensor-core tiles and of the chosen variant).
@@ -217,6 +226,14 @@ static const char *split_tier_shape_declines(const mla_shape *s, mla_gpu_tier ti
             return "fast_kernel ws needs head_dim 576";
         if (fast_rows(s, o) < 64)
             return "fast_kernel ws needs 64 or 96 rows per CTA (num_heads * q_len > 32)";
+    }
+    if (tier == MLA_GPU_TIER_FAST && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP) {
+        if (kTarget != MLA_SP_NVIDIA)
+            return "fast_kernel ws-pp is an NVIDIA sm_90a kernel";
+        if (s->head_dim != D_MAX)
+            return "fast_kernel ws-pp needs head_dim 576";
+        if (fast_rows(s, o) != 64)
+            return "fast_kernel ws-pp needs 64-row blocks (num_heads * q_len > 32, fast_rows 64)";
     }
     return NULL;
 }
@@ -283,6 +300,8 @@ static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_
     if (tier == MLA_GPU_TIER_FAST && kv_is_fp8(a) && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS &&
         !fast_uses_ws(&a->shape, o, true))
         return "fast_kernel ws reads fp8 pools with 64-row blocks only (fast_rows 64)";
+    if (tier == MLA_GPU_TIER_FAST && kv_is_fp8(a) && fast_uses_pp(o))
+        return "fast_kernel ws-pp reads bf16 pools only";
     if (!aligned(a->k_extend, 16) || a->k_stride_tok % 8 || !aligned(a->v_extend, 16) ||
         a->v_stride_tok % 8)
         return "k_extend / v_extend rows are not 16-byte aligned";
@@ -345,6 +364,7 @@ struct SplitLaunch {
     int cw;          // stage-2 output columns per block
     bool ws;         // fast stage 1 on the warp-specialized kernel
     bool pvg;        // ... with the PV warpgroups gathering (fast_kernel ws-pvg)
+    bool pp;         // ... as the ping-pong kernel (fast_kernel ws-pp)
     void *part_o;    // bf16 (fast) or fp32 (per-head) partial outputs
     float *part_lse; // natural-log partial lse
     hipStream_t stream;
@@ -433,6 +453,7 @@ static hipError_t launch_fast(const SplitLaunch &a)
         e = launch_stage1_mma<2, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 64)
         e = !a.ws ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
+            : a.pp                 ? launch_stage1_pp(p1, grid, a.stream)
             : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, dr, grid, a.stream)
             : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, dr, grid, a.stream)
                                    : launch_stage1_ws<4, 8, false, false>(p1, dr, grid, a.stream);
@@ -585,6 +606,7 @@ extern "C" mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier,
                                             a->num_kv_indices, s->num_seqs, r.num_splits,
                                             s->q_len, cw);
         r.fast_kernel = !fast_uses_ws(s, o, kv_is_fp8(a))        ? MLA_GPU_FAST_KERNEL_MMA
+                        : fast_uses_pp(o)                   ? MLA_GPU_FAST_KERNEL_WS_PP
                         : fast_uses_pvg(a, o, r.num_splits) ? MLA_GPU_FAST_KERNEL_WS_PVG
                                                             : MLA_GPU_FAST_KERNEL_WS;
     } else {
@@ -631,6 +653,7 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads, MLA_GPU_FAST_TARGET_CTAS);
     la.ws = fast && r.fast_kernel != MLA_GPU_FAST_KERNEL_MMA;
     la.pvg = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG;
+    la.pp = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP;
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
     la.stream = (hipStream_t)stream;

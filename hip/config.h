@@ -161,6 +161,36 @@ static_assert(stage1_ws_smem_plan(64).bytes <= 232448, "64-row warp-specialized 
 static_assert(stage1_ws_smem_plan(96).bytes <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-specialized stage 1 exceeds 227 KB");
 
+// Ping-pong stage 1 (stage1_pp.h; fast_kernel ws-pp): 64 rows, 64-token
+// K/V blocks in two buffers, each nine 128-byte swizzled atoms of 64 token
+// rows (8 KB: an N = 64 K-major operand keeps its 64 rows in one atom, 1024
+// bytes per 8 rows). A block's P (64 x 64 bf16, one such atom) goes into its
+// own buffer's rope atom once the block's S chain has read it. Then the
+// published row statistics of each compute warpgroup (max, scale, sum: 3 x
+// 64 fp32 each), and the mbarriers FULL[2], EMPTY[2], READY[2], QREADY.
+constexpr int PP_BN = 64;
+constexpr int PP_ATOM = PP_BN * 128;        // bytes of one 64-column atom of a block
+constexpr int PP_BUF = (D_MAX / 64) * PP_ATOM; // bytes of one K/V block
+struct Stage1PpSmem {
+    int q;     // Q, 64 rows, swizzled atoms of 64 x 128 bytes
+    int buf;   // two K/V blocks, PP_BUF bytes each
+    int pub;   // fp32 [2 warpgroups][3][64]: running max, scale, row sum of the last block
+    int mbar;  // 7 mbarriers, 8 bytes each
+    int bytes; // dynamic shared memory to request (1024 bytes of alignment slack)
+};
+constexpr Stage1PpSmem stage1_pp_smem_plan()
+{
+    Stage1PpSmem m{};
+    m.q = 0;
+    m.buf = m.q + 64 * D_MAX * 2;
+    m.pub = m.buf + 2 * PP_BUF;
+    m.mbar = m.pub + 2 * 3 * 64 * 4;
+    m.bytes = 1024 + m.mbar + 7 * 8;
+    return m;
+}
+static_assert(stage1_pp_smem_plan().bytes <= 232448, "ping-pong stage 1 exceeds 227 KB");
+static_assert(64 * (DV_MAX + 8) * 2 <= 2 * PP_BUF, "ping-pong partial staging fits the K/V blocks");
+
 // Stage 2 (stage2_merge.h), per block of cw output columns: fp32 draft
 // scores [L][L], draft weights [L][L], split weights [L][NS], and partial
 // sums [SG][items][8] when the splits are shared among SG thread groups;

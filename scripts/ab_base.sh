@@ -46,7 +46,8 @@ extra=()
 case $kernel in
     auto|ws) ;;
     ws-pvg) extra=(--backend gpu:pvg) ;;
-    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg)" >&2; exit 2 ;;
+    ws-pp) extra=(--backend gpu:pp) ;;
+    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg, ws-pp)" >&2; exit 2 ;;
 esac
 extra+=("${checks[@]}")
 . "$(dirname "$0")/pilot_common.sh"
@@ -67,7 +68,8 @@ if [ -n "$variant" ]; then
     kinds="base new variant"
 fi
 if [ $bench_only = 0 ]; then
-    pilot_validate fixtures --backend gpu --backend gpu:rows96 --backend gpu:pvg fixtures/data
+    fx=(); [ "$kernel" = ws-pp ] && fx=(--backend gpu:pp)
+    pilot_validate fixtures --backend gpu --backend gpu:rows96 --backend gpu:pvg "${fx[@]}" fixtures/data
     pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96 "${extra[@]}"
     pilot_validate large --catalogue --backend gpu "${extra[@]}" k3-splits-wide k3-4k k3-16k dsv3-16k \
         k3-bs64-4k needle-k3-4k needle-dsv3-16k
@@ -97,12 +99,12 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "bench done $(( $(date +%s) - t0 )) s"
 if [ $ncu_too = 1 ]; then
-    ncu --clock-control none --cache-control none -k regex:stage1_ws -s 6 -c 1 \
+    ncu --clock-control none --cache-control none -k "regex:stage1_(ws|pp)" -s 6 -c 1 \
         --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
         --section SourceCounters --page details \
         $nb --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel --out /tmp/ncu_b \
         > "$OUT/ncu.txt" 2>&1
-    pilot_ncu_top k3bs32 stage1_ws 45 --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel \
+    pilot_ncu_top k3bs32 "stage1_(ws|pp)" 45 --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel \
         --out /tmp/ncu_b
     echo "ncu done $(( $(date +%s) - t0 )) s"
 fi

@@ -49,6 +49,30 @@ __device__ __forceinline__ void nbar_sync(int id, int n)
     __syncwarp();
     asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+// mbarriers (shared-memory addresses): hand-overs whose signalling side
+// must not wait (the ping-pong kernel, stage1_pp.h). compute-sanitizer
+// racecheck models them; it reports false hazards for the barrier.arrive
+// form of named barriers (hip/tests/racecheck_arrive.cu, docs/perf-log.md
+// step 26). Phase k of a barrier completes after `count` arrivals; a waiter
+// names it by parity, so a barrier must never run two phases ahead of its
+// waiters.
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// The __syncwarp reconverges the warp for .aligned instructions after it.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}\n" ::"r"(
+                     bar),
+                 "r"(parity)
+                 : "memory");
+    __syncwarp();
+}
 #endif
 
 } // namespace mla_dev

@@ -64,6 +64,24 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t da, uin
     wgmma_unavailable(d, da, db);
 #endif
 }
+// D[64 x 64] += A[64 x 16] B[16 x 64], both K-major bf16 in shared memory
+// (128-byte swizzled; B's 64 rows one atom of 64 x 128 bytes), D fp32: the
+// m64n32 layout over eight 8-column blocks (32 registers). The S chain of
+// the ping-pong kernel (stage1_pp.h): half the instructions per token of
+// m64n32k16.
+template <int SCALE_D>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t da, uint64_t db)
+{
+#if defined(MLA_HAVE_WGMMA)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "n"(SCALE_D));
+#else
+    wgmma_unavailable(d, da, db);
+#endif
+}
 // The same product with A (64 x 16, K-major) from registers: per warp the
 // 16 x 16 slice of its rows in the mma.sync m16n8k16 A-fragment order.
 template <int SCALE_D>
@@ -119,6 +137,13 @@ __device__ __forceinline__ uint64_t wg_desc_mn_sw128(uint32_t saddr)
     return (uint64_t)((saddr & 0x3ffffu) >> 4) | ((uint64_t)((TN * 128) >> 4) << 16) |
            ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
+// The same with the MN atoms lbo bytes apart: the ping-pong kernel's
+// 64-token blocks (atoms of 64 token rows, 8 KB).
+__device__ __forceinline__ uint64_t wg_desc_mn_sw128_lbo(uint32_t saddr, uint32_t lbo)
+{
+    return (uint64_t)((saddr & 0x3ffffu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
 // D[64 x 96] += A[64 x 16] B[16 x 96] for the swapped PV product of the
 // 96-row kernel (O^T = V^T P^T): A = V^T, MN-major (transpose-a 1) in the
 // 128-byte swizzled K/V tile; B = P^T, K-major, no swizzle (P rows of 64
@@ -155,6 +180,16 @@ __device__ __forceinline__ void wg_commit_wait()
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
+}
+// Pins the order of ordinary instructions on registers that a wgmma reads
+// or writes asynchronously against the wgmma fence / wait around them (as
+// CUTLASS's warpgroup_fence_operand): no instruction, only a dependence the
+// compiler keeps.
+template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+f"(r[i])::"memory");
 }
 template <int N> __device__ __forceinline__ void regs_inc()
 {

@@ -120,6 +120,8 @@ int main(void)
           (int)info.fast_kernel);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS, MLA_GPU_FAST_KERNEL_WS, "forced ws");
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_MMA, MLA_GPU_FAST_KERNEL_MMA, "forced mma");
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS_PP, "forced ws-pp");
+    CHECK(mla_gpu_fast_kernel_parse("ws-pp") == MLA_GPU_FAST_KERNEL_WS_PP, "parse ws-pp");
     o = mla_gpu_options_default();
     o.fast_rows = 96;
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK, "%s", err.msg);
@@ -194,6 +196,20 @@ int main(void)
     CHECK(why && strstr(why, "fp8"), "fp8 ws 96 rows: %s", why ? why : "(runs)");
     o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
     CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o) == NULL, "fp8 auto 96 rows runs mma");
+    /* ws-pp: bf16 pools and 64-row blocks only, each refusal named. */
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PP;
+    o.fast_rows = 64;
+    why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
+    CHECK(why && strstr(why, "ws-pp") && strstr(why, "bf16"), "fp8 ws-pp: %s", why ? why : "(runs)");
+    a.kv_dtype = MLA_KV_BF16;
+    CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o) == NULL, "bf16 ws-pp runs");
+    o.fast_rows = 96;
+    why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
+    CHECK(why && strstr(why, "ws-pp") && strstr(why, "64-row"), "ws-pp 96 rows: %s", why ? why : "(runs)");
+    a.kv_dtype = MLA_KV_FP8_E4M3FN;
+    o = mla_gpu_options_default();
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
+    o.fast_rows = 96;
     CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_PERHEAD, NULL) == NULL, "fp8 per-head");
     a.kv_stride_slot = 584; /* a multiple of 8, not of 16 */
     why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL);

@@ -44,9 +44,13 @@ typedef enum {
                                      tokens or more (docs/perf-log.md, step 26) */
     MLA_GPU_FAST_KERNEL_WS = 1,   /* warp-specialized wgmma kernel; declines other shapes */
     MLA_GPU_FAST_KERNEL_MMA = 2,  /* single-role mma.sync / MFMA kernel */
-    MLA_GPU_FAST_KERNEL_WS_PVG = 3 /* auto, but every 64-row bf16 ws stage 1 runs the softmax
+    MLA_GPU_FAST_KERNEL_WS_PVG = 3, /* auto, but every 64-row bf16 ws stage 1 runs the softmax
                                       in its PV warpgroups (the producer gathers and issues
                                       QK^T only; five stages) */
+    MLA_GPU_FAST_KERNEL_WS_PP = 4  /* ping-pong: two compute warpgroups take 64-token blocks in
+                                      turn (S, softmax, half of O each), a third gathers;
+                                      NVIDIA sm_90a, head_dim 576, 64-row blocks, bf16 pools;
+                                      declines the rest. Never chosen by auto */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */

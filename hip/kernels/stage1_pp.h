@@ -1,0 +1,350 @@
+// Stage 1 of the fast tier, ping-pong (NVIDIA sm_90a; fast_kernel ws-pp, not
+// the default): two compute warpgroups take 64-token K/V blocks in turn, each
+// computing S, the softmax and its half of O; a third warpgroup only gathers.
+#ifndef MLA_KERNELS_STAGE1_PP_H
+#define MLA_KERNELS_STAGE1_PP_H
+
+#include "stage1_ws.h"
+
+#if defined(MLA_TARGET_NVIDIA)
+
+namespace mla_dev {
+// ---------------------------------------------------------------------------
+// Why: in stage1_ws_kernel a producer warpgroup computes every S chain and
+// hands each 32-token tile over to the PV warpgroups; the hand-over around
+// the chain (wait, S store, barrier, the PV warps' S loads) costs ~800 of a
+// tile's ~2,000 cycles against ~1,180 of tensor work (docs/perf-log.md,
+// "Where it stands after step 34"). Here no warpgroup waits for another's
+// S: compute warpgroup x (1 + x, x = 0 or 1) owns the blocks i with
+// i % 2 == x, which always land in buffer x. For its block i it
+//   1. takes block i - 1's row statistics and P from the other warpgroup
+//      (READY), rescales its O and adds P(i - 1) V(i - 1) for its 256
+//      output columns (P from shared memory), then releases buffer 1 - x;
+//   2. computes S(i) = Q K(i)^T (36 m64n64k16) once block i has landed
+//      (FULL), runs the softmax of the 64 tokens against the running max
+//      the other warpgroup published, stores P(i) into block i's rope
+//      atom (read by nobody once the chain is done), publishes the row
+//      statistics (READY), and adds P(i) V(i) for its columns (P from
+//      registers); then releases buffer x (EMPTY).
+// So the softmax of one warpgroup overlaps the other's S chain and PV on
+// the tensor pipe, and a block costs one hand-over per 64 tokens instead of
+// one per 32. The gather warpgroup (warps 0-1 the even blocks, 2-3 the odd
+// ones) issues no wgmma: wgmma.fence waits for the issuing warp's copies in
+// flight (docs/perf-log.md step 27). Every hand-over is an mbarrier
+// (compute-sanitizer racecheck models them, not barrier.arrive), none of
+// which can run two phases ahead of its waiters (see the loop). Shared
+// memory: config.h stage1_pp_smem_plan. Registers: 384 x 168 at launch;
+// setmaxnreg gives the gather warpgroup 40 and each compute warpgroup 232
+// (O 128, S 32, P 16).
+// ---------------------------------------------------------------------------
+
+// Online softmax (base 2) of one 64-token block held as m64n64 accumulators:
+// acc[4j + 2h + e] is row r0 + 8h, token 8j + 2t + e (t = lane % 4; the four
+// lanes of a quad share a row). In place: the scores become the
+// probabilities exp2(s * scale - m_new). sc: the factor exp2(m_old - m_new)
+// for what was accumulated before; rs: the block's row sums. Tokens at or
+// past valid are masked (FULL: none).
+template <bool FULL>
+__device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float scale, float (&m)[2],
+                                           float (&l)[2], float (&sc)[2], float (&rs)[2])
+{
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float &v = acc[4 * j + 2 * h + e];
+                v = FULL || 8 * j + 2 * t + e < valid ? v * scale : -INFINITY;
+                tmax = fmaxf(tmax, v);
+            }
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+        const float m_new = fmaxf(m[h], tmax);
+        // A row whose max is still -inf has seen nothing: keep exp2 away
+        // from (-inf) - (-inf).
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        sc[h] = ws_exp2(m[h] - m_use);
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float &v = acc[4 * j + 2 * h + e];
+                v = ws_exp2(v - m_use);
+                sum += v;
+            }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        rs[h] = sum;
+        l[h] = l[h] * sc[h] + sum;
+        m[h] = m_new;
+    }
+}
+
+// S[64 x 64] = Q K^T over the 576 columns: 36 m64n64k16, Q (da) and the
+// block (db) both in atoms of 64 rows x 128 bytes, so both descriptors take
+// the same steps: 32 bytes inside an atom, 8 KB to the next. Fully
+// unrolled, the descriptors advanced by asm adds (see ws_s_chain: a rolled
+// loop fences the accumulators, base + immediate forms spill).
+__device__ __forceinline__ void pp_s_chain(float (&acc)[32], uint64_t da, uint64_t db)
+{
+    wg_fence();
+    wgmma_m64n64k16<0>(acc, da, db);
+#pragma unroll
+    for (int k = 1; k < D_MAX / 16; ++k) {
+        const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
+        asm volatile("add.s64 %0, %0, %2;\nadd.s64 %1, %1, %2;\n" : "+l"(da), "+l"(db) : "l"(inc));
+        wgmma_m64n64k16<1>(acc, da, db);
+    }
+    wg_commit();
+}
+
+__global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
+{
+    constexpr int ROWS = 64, NT = 384;
+    constexpr Stage1PpSmem SM = stage1_pp_smem_plan();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *base =
+        smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
+    bf16_t *Qs = (bf16_t *)(base + SM.q);
+    float *Pub = (float *)(base + SM.pub);
+    const uint32_t q_s = (uint32_t)__cvta_generic_to_shared(Qs);
+    const uint32_t buf_s = (uint32_t)__cvta_generic_to_shared(base + SM.buf);
+    // FULL[b] (64 threads: the gather warps of parity b): the block in
+    // buffer b landed and was proxy-fenced. EMPTY[b] (256: both compute
+    // warpgroups): done with it. READY[x] (128: compute warpgroup x): its
+    // block's P and row statistics are out. QREADY (256, once): Q landed.
+    const uint32_t mb = (uint32_t)__cvta_generic_to_shared(base + SM.mbar);
+    const uint32_t mb_full = mb, mb_empty = mb + 16, mb_ready = mb + 32, mb_q = mb + 48;
+
+    pdl_launch_dependents();
+    const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x;
+    const int kv0 = p.kv_indptr[b];
+    const int P = p.kv_indptr[b + 1] - kv0;
+    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
+        return; // whole block: stage 2 reads active splits only
+    int beg, end;
+    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
+    const int n = end - beg;
+    const int q0 = p.qo_indptr[b];
+    const int nb = (n + PP_BN - 1) / PP_BN;
+    if (tid == 0) {
+        for (int i = 0; i < 2; ++i) {
+            mbar_init(mb_full + 8u * i, 64);
+            mbar_init(mb_empty + 8u * i, 256);
+            mbar_init(mb_ready + 8u * i, 128);
+        }
+        mbar_init(mb_q, 256);
+    }
+    __syncthreads();
+    // Warp-uniform for the compiler as well (a broadcast): wgmma inside a
+    // branch it cannot prove uniform is serialized (C7520).
+    const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
+    constexpr int OSP = DV_MAX + 8; // staged partial rows (conflict-light fills)
+    bf16_t *Os = (bf16_t *)(base + SM.buf);
+    const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+
+    if (wg == 0) {
+        // Gather: warps 2 pw, 2 pw + 1 take the blocks of parity pw into
+        // buffer pw, one at a time. 8 threads per token (whole 128-byte
+        // lines), tokens tk + 8 r (r < 8) of the block: destination rows
+        // tk + 8 r share tk's swizzle. The next block's slots are looked up
+        // while this one's copies fly.
+        regs_dec<40>();
+        const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
+        const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
+        int64_t sl[8];
+        auto slots = [&](int j) {
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                const int gt = j * PP_BN + tk + 8 * r;
+                sl[r] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
+            }
+        };
+        slots(pw);
+        for (int j = pw; j < nb; j += 2) {
+            if (j >= 2)
+                mbar_wait(mb_empty + 8u * pw, ((j >> 1) - 1) & 1); // block j - 2 done with
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                // Tokens past the split's end are zero-filled: a masked
+                // key's zero weight must never meet a stale non-finite value.
+                const unsigned char *src =
+                    (const unsigned char *)(p.kv + (sl[r] >= 0 ? sl[r] : 0) * p.kv_ss + gc * 8);
+                const int nbytes = sl[r] >= 0 ? 16 : 0;
+#pragma unroll
+                for (int a = 0; a < D_MAX / 64; ++a)
+                    cp_async16_s(dst + (uint32_t)(r * 1024 + a * PP_ATOM), src + 128 * a, nbytes);
+            }
+            cp_async_commit();
+            slots(j + 2);
+            cp_async_wait_group<0>();
+            fence_proxy_async(); // wgmma (async proxy) reads the block
+            mbar_arrive(mb_full + 8u * pw);
+        }
+        nbar_sync(BAR_END, NT); // the compute warpgroups are done
+        nbar_sync(BAR_END, NT); // the partial is staged
+    } else {
+        regs_inc<232>();
+        const int lane = tid & 31, t4 = lane & 3, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2);
+        const int x = wg - 1;
+        float o[128];
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        if (nb > 0) {
+            // Q (both compute warpgroups, 256 threads), zero rows past the
+            // last valid one.
+            const int chunks = p.D >> 3;
+            for (int idx = tid - 128; idx < ROWS * chunks; idx += 256) {
+                const int k = idx / chunks, c = idx - k * chunks;
+                bool ok;
+                const int r = row_of(p, ROWS, y, k, ok);
+                const bf16_t *src = p.q;
+                if (ok)
+                    src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
+                cp_async16(Qs + toff<true>(k, c * 8, ROWS), src, ok ? 16 : 0);
+            }
+            cp_async_commit();
+            cp_async_wait_group<0>();
+            fence_proxy_async();
+            mbar_arrive(mb_q);
+            mbar_wait(mb_q, 0);
+        }
+#pragma unroll
+        for (int i = 0; i < 128; ++i)
+            o[i] = 0.f;
+        const int xo = 1 - x;
+        const uint32_t bx = buf_s + (uint32_t)(x * PP_BUF), by = buf_s + (uint32_t)(xo * PP_BUF);
+        float *pub_x = Pub + 192 * x;
+        const float *pub_y = Pub + 192 * xo;
+        // V columns 256 x .. 256 x + 255: atoms 4 x .. 4 x + 3 of a block,
+        // MN-major, atoms 8 KB apart; a k16 step is 16 token rows (2 KB).
+        const uint32_t vcol = (uint32_t)(4 * x * PP_ATOM);
+        // Iteration i: block i - 1 (the other's, when i >= 1; i - 1 < nb),
+        // then block i (this warpgroup's, when i < nb). Why no barrier runs
+        // two phases ahead: this warpgroup arrives READY[x] for block i + 2
+        // only after waiting READY[1 - x] for block i + 1, which the other
+        // arrives after waiting READY[x] for block i; EMPTY[b] for block j +
+        // 2 needs FULL[b] for block j + 2, which the gather arrives after
+        // waiting EMPTY[b] for block j; FULL[b] for block j + 2 needs that
+        // EMPTY[b], which needs FULL[b] for block j waited.
+        for (int i = x; i <= nb; i += 2) {
+            if (i >= 1) {
+                mbar_wait(mb_ready + 8u * xo, ((i - 1) >> 1) & 1);
+                const float sc0 = pub_y[64 + r0], sc1 = pub_y[64 + r0 + 8];
+                l[0] = l[0] * sc0 + pub_y[128 + r0];
+                l[1] = l[1] * sc1 + pub_y[128 + r0 + 8];
+                m[0] = pub_y[r0];
+                m[1] = pub_y[r0 + 8];
+                fence_regs(o);
+                ws_rescale_o(o, sc0, sc1);
+                // P(i - 1) from its block's rope atom (K-major, 32 bytes a
+                // k16 step), V(i - 1) from the same buffer.
+                const uint64_t dp = wg_desc_sw128(by + 8u * PP_ATOM);
+                const uint64_t dv = wg_desc_mn_sw128_lbo(by + vcol, PP_ATOM);
+                wg_fence();
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
+                wg_commit();
+                wg_wait<0>();
+                fence_regs(o);
+                mbar_arrive(mb_empty + 8u * xo);
+            }
+            if (i < nb) {
+                mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
+                float acc[32];
+                pp_s_chain(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx));
+                wg_wait<0>();
+                fence_regs(acc);
+                const int valid = n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN;
+                float sc[2], rs[2];
+                if (valid == PP_BN)
+                    pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
+                else
+                    pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
+                // P(i) as bf16: the A fragments of the four k16 steps (rows
+                // r0 / r0 + 8, tokens 16k + 2 t4 (+1), 16k + 8 + 2 t4 (+1)),
+                // and the same words into the rope atom for the other
+                // warpgroup.
+                uint32_t pa[4][4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
+                bf16_t *Pst = (bf16_t *)(base + SM.buf + x * PP_BUF + 8 * PP_ATOM);
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        // e: 0 row r0 tokens 16k + 2t4, 1 row r0 + 8, 2 and 3 the
+                        // same rows at 16k + 8 + 2t4.
+                        const int r = r0 + 8 * (e & 1), c = 16 * k + 8 * (e >> 1) + 2 * t4;
+                        *(uint32_t *)(Pst + toff<true>(r, c, ROWS)) = pa[k][e];
+                    }
+                if (t4 == 0) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        pub_x[r0 + 8 * h] = m[h];
+                        pub_x[64 + r0 + 8 * h] = sc[h];
+                        pub_x[128 + r0 + 8 * h] = rs[h];
+                    }
+                }
+                fence_proxy_async(); // the other warpgroup's wgmma reads P
+                mbar_arrive(mb_ready + 8u * x);
+                ws_rescale_o(o, sc[0], sc[1]);
+                const uint64_t dv = wg_desc_mn_sw128_lbo(bx + vcol, PP_ATOM);
+                wg_fence();
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
+                wg_commit();
+                wg_wait<0>();
+                fence_regs(o);
+                mbar_arrive(mb_empty + 8u * x);
+            }
+        }
+        // Every wgmma and copy is done: the blocks' memory takes the
+        // partial, staged so that it leaves in coalesced 16-byte rows.
+        nbar_sync(BAR_END, NT);
+        const float s0 = l[0] != 0.f ? p.v_scale / l[0] : 0.f;
+        const float s1 = l[1] != 0.f ? p.v_scale / l[1] : 0.f;
+        const int c0 = 256 * x;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const int col = c0 + 8 * j + 2 * t4;
+            *(uint32_t *)(Os + r0 * OSP + col) = pack_bf2(o[4 * j] * s0, o[4 * j + 1] * s0);
+            *(uint32_t *)(Os + (r0 + 8) * OSP + col) = pack_bf2(o[4 * j + 2] * s1, o[4 * j + 3] * s1);
+        }
+        // Both warpgroups hold the same l and m (the same statistics, in the
+        // same order); the first writes the lse.
+        if (x == 0 && t4 == 0) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                bool ok;
+                const int r = row_of(p, ROWS, y, r0 + 8 * h, ok);
+                const bool any = l[h] != 0.f; // NaN (a NaN score): NaN lse, not -inf
+                if (ok)
+                    p.part_lse[part_row0 + r] = any ? (m[h] + __log2f(l[h])) * LN2 : -INFINITY;
+            }
+        }
+        nbar_sync(BAR_END, NT);
+    }
+    const int cpr = p.Dv >> 3;
+    for (int idx = tid; idx < ROWS * cpr; idx += NT) {
+        const int k = idx / cpr, c = (idx - k * cpr) * 8;
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        if (ok)
+            *(uint4 *)((bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * OSP + c);
+    }
+}
+
+} // namespace mla_dev
+
+#endif // MLA_TARGET_NVIDIA
+#endif
