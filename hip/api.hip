@@ -191,12 +191,14 @@ static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int n
         return false;
     return (long long)a->num_kv_indices >= 2048LL * s->num_seqs * num_splits;
 }
-// The ping-pong stage 1 (stage1_pp.h): forced by fast_kernel ws-pp only
-// (not yet measured against ws-pvg; docs/perf-log.md step 35), where its
-// declines (split_tier_shape_declines, declines) let it run.
-static bool fast_uses_pp(const mla_gpu_options &o)
+// The ping-pong stage 1 (stage1_pp.h: 64-row blocks, bf16 pools, head_dim
+// 576 as every ws kernel): only when fast_kernel ws-pp asks for it (not yet
+// measured against ws-pvg; docs/perf-log.md step 35); elsewhere ws-pp runs
+// plain ws, as ws-pvg does, so that a variant row of the backend table
+// never declines what SPEC section 3 says to accept.
+static bool fast_uses_pp(const mla_gpu_args *a, const mla_gpu_options &o)
 {
-    return o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP;
+    return o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP && !kv_is_fp8(a) && fast_rows(&a->shape, o) == 64;
 }
 
 // Shape-level reasons the split tiers decline (mla_can_handle plus the
@@ -226,14 +228,6 @@ static const char *split_tier_shape_declines(const mla_shape *s, mla_gpu_tier ti
             return "fast_kernel ws needs head_dim 576";
         if (fast_rows(s, o) < 64)
             return "fast_kernel ws needs 64 or 96 rows per CTA (num_heads * q_len > 32)";
-    }
-    if (tier == MLA_GPU_TIER_FAST && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP) {
-        if (kTarget != MLA_SP_NVIDIA)
-            return "fast_kernel ws-pp is an NVIDIA sm_90a kernel";
-        if (s->head_dim != D_MAX)
-            return "fast_kernel ws-pp needs head_dim 576";
-        if (fast_rows(s, o) != 64)
-            return "fast_kernel ws-pp needs 64-row blocks (num_heads * q_len > 32, fast_rows 64)";
     }
     return NULL;
 }
@@ -300,8 +294,6 @@ static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_
     if (tier == MLA_GPU_TIER_FAST && kv_is_fp8(a) && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS &&
         !fast_uses_ws(&a->shape, o, true))
         return "fast_kernel ws reads fp8 pools with 64-row blocks only (fast_rows 64)";
-    if (tier == MLA_GPU_TIER_FAST && kv_is_fp8(a) && fast_uses_pp(o))
-        return "fast_kernel ws-pp reads bf16 pools only";
     if (!aligned(a->k_extend, 16) || a->k_stride_tok % 8 || !aligned(a->v_extend, 16) ||
         a->v_stride_tok % 8)
         return "k_extend / v_extend rows are not 16-byte aligned";
@@ -606,7 +598,7 @@ extern "C" mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier,
                                             a->num_kv_indices, s->num_seqs, r.num_splits,
                                             s->q_len, cw);
         r.fast_kernel = !fast_uses_ws(s, o, kv_is_fp8(a))        ? MLA_GPU_FAST_KERNEL_MMA
-                        : fast_uses_pp(o)                   ? MLA_GPU_FAST_KERNEL_WS_PP
+                        : fast_uses_pp(a, o)                ? MLA_GPU_FAST_KERNEL_WS_PP
                         : fast_uses_pvg(a, o, r.num_splits) ? MLA_GPU_FAST_KERNEL_WS_PVG
                                                             : MLA_GPU_FAST_KERNEL_WS;
     } else {

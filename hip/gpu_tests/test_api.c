@@ -196,16 +196,16 @@ int main(void)
     CHECK(why && strstr(why, "fp8"), "fp8 ws 96 rows: %s", why ? why : "(runs)");
     o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
     CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o) == NULL, "fp8 auto 96 rows runs mma");
-    /* ws-pp: bf16 pools and 64-row blocks only, each refusal named. */
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PP;
-    o.fast_rows = 64;
-    why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
-    CHECK(why && strstr(why, "ws-pp") && strstr(why, "bf16"), "fp8 ws-pp: %s", why ? why : "(runs)");
+    /* ws-pp runs the ping-pong kernel on 64-row bf16 blocks only; fp8 pools
+     * and 96-row blocks keep plain ws (never a decline: SPEC accepts them). */
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS, "fp8, ws-pp");
     a.kv_dtype = MLA_KV_BF16;
-    CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o) == NULL, "bf16 ws-pp runs");
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS_PP, "bf16, ws-pp");
+    o = mla_gpu_options_default();
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PP;
     o.fast_rows = 96;
-    why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
-    CHECK(why && strstr(why, "ws-pp") && strstr(why, "64-row"), "ws-pp 96 rows: %s", why ? why : "(runs)");
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK && info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
+          "ws-pp with 96-row blocks runs ws: %d", (int)info.fast_kernel);
     a.kv_dtype = MLA_KV_FP8_E4M3FN;
     o = mla_gpu_options_default();
     o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;

@@ -47,10 +47,10 @@ typedef enum {
     MLA_GPU_FAST_KERNEL_WS_PVG = 3, /* auto, but every 64-row bf16 ws stage 1 runs the softmax
                                       in its PV warpgroups (the producer gathers and issues
                                       QK^T only; five stages) */
-    MLA_GPU_FAST_KERNEL_WS_PP = 4  /* ping-pong: two compute warpgroups take 64-token blocks in
-                                      turn (S, softmax, half of O each), a third gathers;
-                                      NVIDIA sm_90a, head_dim 576, 64-row blocks, bf16 pools;
-                                      declines the rest. Never chosen by auto */
+    MLA_GPU_FAST_KERNEL_WS_PP = 4  /* ws, but every 64-row bf16 ws stage 1 runs the ping-pong
+                                      kernel: two compute warpgroups take 64-token blocks in
+                                      turn (S, softmax, half of O each), a third gathers.
+                                      Never chosen by auto */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */

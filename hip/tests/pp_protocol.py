@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Model check of the ping-pong stage 1's hand-over protocol
+(hip/kernels/stage1_pp.h): its four actors (the gather warps of each buffer
+parity, the two compute warpgroups) as generators that yield at every point
+where another may run, its mbarriers as phase counters waited for by parity,
+and random schedules. It checks, for 0-11 blocks and 300 schedules each:
+no deadlock; a buffer is refilled only once both warpgroups are done with
+its block; every read sees the block (K/V, P in the rope atom, published row
+statistics) it expects; each warpgroup adds the blocks to its O in order.
+Then it plants one protocol bug at a time and requires each to be caught,
+so that a clean run is not a blind model. The kernel is written by hand
+from the same steps; a change to one belongs in the other."""
+import random
+import sys
+
+
+class MBar:
+    """An mbarrier: phase k completes after `count` arrivals."""
+
+    def __init__(self, count):
+        self.count = count
+        self.pending = count
+        self.phase = 0
+
+    def arrive(self):
+        self.pending -= 1
+        if self.pending < 0:
+            raise AssertionError("more arrivals than the phase counts")
+        if self.pending == 0:
+            self.phase += 1
+            self.pending = self.count
+
+    def done(self, parity):
+        # try_wait.parity: the phase of that parity has completed.
+        return (self.phase & 1) != parity
+
+
+def run(nb, seed, bug=None):
+    rnd = random.Random(seed)
+    # One actor stands for each thread group; its arrival counts once.
+    full = [MBar(1), MBar(1)]
+    empty = [MBar(2), MBar(2)]
+    ready = [MBar(1), MBar(1)]
+    buf = [None, None]       # block held by buffer b (None: being written)
+    users = [set(), set()]   # warpgroups reading buffer b
+    patom = [None, None]     # block whose P is in buffer b's rope atom
+    pub = [None, None]       # block whose row statistics warpgroup x published
+    order = {0: [], 1: []}
+
+    def wait(mb, parity):
+        while not mb.done(parity):
+            yield
+
+    def gather(pw):
+        for j in range(pw, nb, 2):
+            if j >= 2 and bug != "gather-skips-empty":
+                yield from wait(empty[pw], ((j >> 1) - 1) & 1)
+            if users[pw]:
+                raise AssertionError("block %d overwrites buffer %d in use" % (j, pw))
+            buf[pw] = None
+            yield
+            buf[pw] = j
+            patom[pw] = None
+            full[pw].arrive()
+            yield
+
+    def warpgroup(x):
+        xo = 1 - x
+        i = x
+        while i <= nb:
+            if i >= 1:  # block i - 1, the other's: its P times this half of V
+                yield from wait(ready[xo], ((i - 1) >> 1) & 1)
+                if pub[xo] != i - 1 or buf[xo] != i - 1 or patom[xo] != i - 1:
+                    raise AssertionError("wg %d reads block %d: stats %s, K/V %s, P %s"
+                                         % (x, i - 1, pub[xo], buf[xo], patom[xo]))
+                users[xo].add(x)
+                if bug == "early-release":
+                    users[xo].discard(x)
+                    empty[xo].arrive()
+                yield
+                if buf[xo] != i - 1 or patom[xo] != i - 1:
+                    raise AssertionError("block %d changed under wg %d's PV" % (i - 1, x))
+                order[x].append(i - 1)
+                if bug != "early-release":
+                    users[xo].discard(x)
+                    empty[xo].arrive()
+                yield
+            if i < nb:  # block i, this warpgroup's
+                yield from wait(full[x], (i >> 1) & 1)
+                if buf[x] != i:
+                    raise AssertionError("wg %d's chain reads block %s for %d" % (x, buf[x], i))
+                users[x].add(x)
+                if bug == "ready-before-p":
+                    ready[x].arrive()
+                yield
+                patom[x] = i
+                pub[x] = i
+                yield
+                if bug != "ready-before-p":
+                    ready[x].arrive()
+                yield
+                if buf[x] != i:
+                    raise AssertionError("block %d changed under wg %d's PV" % (i, x))
+                order[x].append(i)
+                users[x].discard(x)
+                empty[x].arrive()
+                yield
+            i += 2
+
+    actors = [gather(0), gather(1), warpgroup(0), warpgroup(1)]
+    alive = list(range(4))
+    steps = 0
+    while alive:
+        k = rnd.choice(alive)
+        try:
+            next(actors[k])
+        except StopIteration:
+            alive.remove(k)
+        steps += 1
+        if steps > 200000:
+            raise AssertionError("deadlock")
+    for x in (0, 1):
+        if order[x] != list(range(nb)):
+            raise AssertionError("wg %d added blocks %s" % (x, order[x]))
+
+
+def check(bug):
+    """The first failure over all block counts and schedules, or None."""
+    for nb in range(12):
+        for seed in range(300):
+            try:
+                run(nb, seed, bug)
+            except AssertionError as e:
+                return "nb %d seed %d: %s" % (nb, seed, e)
+    return None
+
+
+def main():
+    if len(sys.argv) > 1:
+        print(__doc__)
+        print("usage: pp_protocol.py  (no arguments; exit 0 when the protocol holds and "
+              "every planted bug is caught)")
+        return 0 if sys.argv[1] in ("-h", "--help") else 2
+    failure = check(None)
+    if failure:
+        print("pp_protocol: the protocol fails: " + failure)
+        return 1
+    print("pp_protocol: 12 block counts x 300 schedules: no deadlock, no stale read")
+    missed = 0
+    for bug in ("gather-skips-empty", "early-release", "ready-before-p"):
+        caught = check(bug)
+        print("pp_protocol: planted %-20s %s" % (bug, "caught (" + caught + ")" if caught else "MISSED"))
+        missed += caught is None
+    print("pp_protocol: %d of 3 planted bugs caught" % (3 - missed))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
