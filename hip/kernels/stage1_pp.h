@@ -38,6 +38,12 @@ namespace mla_dev {
 // (O 128, S 32, P 16).
 // ---------------------------------------------------------------------------
 
+// A global line into L2 (no register result, nothing to wait for).
+__device__ __forceinline__ void prefetch_l2(const void *gptr)
+{
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gptr));
+}
+
 // Online softmax (base 2) of one 64-token block held as m64n64 accumulators:
 // acc[4j + 2h + e] is row r0 + 8h, token 8j + 2t + e (t = lane % 4; the four
 // lanes of a quad share a row). In place: the scores become the
@@ -185,6 +191,22 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             cp_async_wait_group<0>();
             fence_proxy_async(); // wgmma (async proxy) reads the block
             mbar_arrive(mb_full + 8u * pw);
+#ifndef MLA_PP_NO_L2_PREFETCH
+            // Block j + 2's lines into L2 while blocks j and j + 1 are
+            // computed: its buffer frees only after block j's two PV halves,
+            // and the copies then wait for DRAM on the critical path (one
+            // load per two blocks, docs/perf-log.md step 35). Thread gc takes
+            // line gc of each of its 8 rows, and gc 0 the rope line too.
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                if (sl[r] >= 0) {
+                    const unsigned char *row = (const unsigned char *)(p.kv + sl[r] * p.kv_ss);
+                    prefetch_l2(row + 128 * gc);
+                    if (gc == 0)
+                        prefetch_l2(row + 128 * 8);
+                }
+            }
+#endif
         }
         nbar_sync(BAR_END, NT); // the compute warpgroups are done
         nbar_sync(BAR_END, NT); // the partial is staged
