@@ -90,20 +90,44 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
     }
 }
 
-// S[64 x 64] = Q K^T over the 576 columns: 36 m64n64k16, Q (da) and the
-// block (db) both in atoms of 64 rows x 128 bytes, so both descriptors take
-// the same steps: 32 bytes inside an atom, 8 KB to the next. Fully
-// unrolled, the descriptors advanced by asm adds (see ws_s_chain: a rolled
-// loop fences the accumulators, base + immediate forms spill).
-__device__ __forceinline__ void pp_s_chain(float (&acc)[32], uint64_t da, uint64_t db)
+// Q's first k16 steps held in registers by each compute warpgroup (RS-form
+// wgmma, as the ws producer's QR): each step takes 2 KB of shared-memory
+// reads off the chain (an SS m64n64k16 reads 4 KB in its ~32 cycles). 0 by
+// default; -DMLA_PP_QR=8 (a multiple of 4, 4 registers a step) for the A/B:
+// 8 compiles to R221 of the 232 and no spill, 12 spilled 32 bytes.
+#ifndef MLA_PP_QR
+#define MLA_PP_QR 0
+#endif
+constexpr int PP_QR = MLA_PP_QR;
+static_assert(PP_QR >= 0 && PP_QR % 4 == 0 && PP_QR <= 8, "PP_QR: whole atoms, within the registers");
+
+// S[64 x 64] = Q K^T over the 576 columns: 36 m64n64k16, Q and the block
+// (db) both in atoms of 64 rows x 128 bytes, so both descriptors take the
+// same steps: 32 bytes inside an atom, 8 KB to the next. Steps below QR
+// take Q from registers (qf), the rest from shared memory (da: the
+// descriptor of step QR). Fully unrolled, the descriptors advanced by asm
+// adds (see ws_s_chain: a rolled loop fences the accumulators, base +
+// immediate forms spill).
+template <int QR>
+__device__ __forceinline__ void pp_s_chain(float (&acc)[32], const uint32_t (&qf)[QR > 0 ? QR : 1][4],
+                                           uint64_t da, uint64_t db)
 {
     wg_fence();
-    wgmma_m64n64k16<0>(acc, da, db);
+    if constexpr (QR > 0)
+        wgmma_m64n64k16_rs<0>(acc, qf[0], db);
+    else
+        wgmma_m64n64k16<0>(acc, da, db);
 #pragma unroll
     for (int k = 1; k < D_MAX / 16; ++k) {
         const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
-        asm volatile("add.s64 %0, %0, %2;\nadd.s64 %1, %1, %2;\n" : "+l"(da), "+l"(db) : "l"(inc));
-        wgmma_m64n64k16<1>(acc, da, db);
+        asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
+        if (k < QR) {
+            wgmma_m64n64k16_rs<1>(acc, qf[k < QR ? k : 0], db);
+        } else {
+            if (k > QR)
+                asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
+            wgmma_m64n64k16<1>(acc, da, db);
+        }
     }
     wg_commit();
 }
@@ -235,6 +259,17 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             mbar_arrive(mb_q);
             mbar_wait(mb_q, 0);
         }
+        // Q's first PP_QR k16 steps as A fragments (ldmatrix x4 of rows 16w
+        // .. 16w + 15: lanes 0-7 / 8-15 rows 0-7 / 8-15 at column 16k, lanes
+        // 16-31 the same rows at 16k + 8), and the descriptor of step QR.
+        uint32_t qf[PP_QR > 0 ? PP_QR : 1][4];
+        if (PP_QR > 0 && nb > 0) {
+            const int lr = 16 * ((tid >> 5) & 3) + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+            for (int k = 0; k < PP_QR; ++k)
+                ldsm_x4(qf[k][0], qf[k][1], qf[k][2], qf[k][3], Qs + toff<true>(lr, 16 * k + (lane >> 4) * 8, ROWS));
+        }
+        const uint64_t qda = wg_desc_sw128(q_s + (uint32_t)(PP_QR / 4 * PP_ATOM));
 #pragma unroll
         for (int i = 0; i < 128; ++i)
             o[i] = 0.f;
@@ -279,7 +314,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             if (i < nb) {
                 mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
                 float acc[32];
-                pp_s_chain(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx));
+                pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
                 wg_wait<0>();
                 fence_regs(acc);
                 const int valid = n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN;
