@@ -9,7 +9,8 @@
 # pages and random slots; with --ncu, a warp-state profile of the change's
 # stage 1 at K3 bs 32 / 16k; with --variant FLAGS, a third build of the
 # change's mla-bench with CMAKE_CUDA_FLAGS=FLAGS (an A/B switch compiled in,
-# e.g. -DMLA_X=1), timed beside the other two. Logs under $OUT.
+# e.g. -DMLA_X=1), timed beside the other two (repeatable: variant1,
+# variant2, ... in the order given). Logs under $OUT.
 # --bench-only skips the validation and sanitizer runs. --kernel K times
 # the change with --fast-kernel K (e.g. ws-pvg) and validates and
 # sanitizes its backend (gpu:pvg for ws-pvg) beside gpu; --variant-kernel
@@ -18,8 +19,8 @@
 # changing what is timed.
 #   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K]
 #       [--variant-kernel K] [--check-backend B] [--bench-only]
-help_end=20
-ncu_too=0 variant="" bench_only=0 kernel=auto vkernel=
+help_end=21
+ncu_too=0 variants=() bench_only=0 kernel=auto vkernel=
 args=() checks=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
         --bench-only) bench_only=1 ;;
         --variant)
             [ $# -ge 2 ] || { echo "ab_base.sh: --variant needs FLAGS (see --help)" >&2; exit 2; }
-            variant=$2
+            variants+=("$2")
             shift ;;
         --kernel|--variant-kernel)
             [ $# -ge 2 ] || { echo "ab_base.sh: $1 needs a name (see --help)" >&2; exit 2; }
@@ -61,12 +62,14 @@ base=.tools/base-src
     { echo "base build failed"; tail -20 "$OUT/build_base.log"; exit 1; }
 echo "base build done $(( $(date +%s) - t0 )) s"
 kinds="base new"
-if [ -n "$variant" ]; then
-    { cmake --preset cuda -B build-variant "-DCMAKE_CUDA_FLAGS=$variant" &&
-      cmake --build build-variant --target mla-bench; } > "$OUT/build_variant.log" 2>&1 ||
-        { echo "variant build failed"; tail -20 "$OUT/build_variant.log"; exit 1; }
-    kinds="base new variant"
-fi
+for v in "${!variants[@]}"; do
+    vn=variant$((v + 1))
+    { cmake --preset cuda -B build-$vn "-DCMAKE_CUDA_FLAGS=${variants[$v]}" &&
+      cmake --build build-$vn --target mla-bench; } > "$OUT/build_$vn.log" 2>&1 ||
+        { echo "$vn build failed"; tail -20 "$OUT/build_$vn.log"; exit 1; }
+    echo "$vn: ${variants[$v]}"
+    kinds="$kinds $vn"
+done
 if [ $bench_only = 0 ]; then
     fx=(); [ "$kernel" = ws-pp ] && fx=(--backend gpu:pp)
     pilot_validate fixtures --backend gpu --backend gpu:rows96 --backend gpu:pvg "${fx[@]}" fixtures/data
@@ -84,8 +87,8 @@ ds="16,4,1,4096:16,4,32,16384:16,4,64,16384"
 for r in $(seq 1 "$rounds"); do
     for lay in pages64 random; do
         for k in $kinds; do
-            bin=$nb; [ $k = base ] && bin=$bb; [ $k = variant ] && bin=build-variant/hip/mla-bench
-            fk=auto; [ $k = base ] || fk=$kernel; [ $k = variant ] && fk=${vkernel:-$kernel}
+            bin=$nb; [ $k = base ] && bin=$bb; [[ $k = variant* ]] && bin=build-$k/hip/mla-bench
+            fk=auto; [ $k = base ] || fk=$kernel; [[ $k = variant* ]] && fk=${vkernel:-$kernel}
             $bin --backends fast --no-ceilings --kv-layout $lay --fast-kernel $fk --cases "$k3:$ds" \
                 --out "$OUT/b_${k}_${lay}_r$r" > "$OUT/b_${k}_${lay}_r$r.log" 2>&1
             grep -E "^fast" "$OUT/b_${k}_${lay}_r$r.log" | sed "s/^/$k $lay r$r /"
