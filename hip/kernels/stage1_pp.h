@@ -289,6 +289,22 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         // waiting EMPTY[b] for block j; FULL[b] for block j + 2 needs that
         // EMPTY[b], which needs FULL[b] for block j waited.
         for (int i = x; i <= nb; i += 2) {
+            // S(i) once block i has landed. Block 1's chain (the second
+            // warpgroup's first) goes before block 0's hand-over: both
+            // buffers fill at the start, so it overlaps the first
+            // warpgroup's chain instead of following its softmax (a split of
+            // two blocks: one chain and PV fewer on its path). Every later
+            // chain follows the hand-over, so that the other block's PV, and
+            // with it the release of that buffer, does not queue behind a
+            // chain in this warpgroup's wgmma order (perf log step 35).
+            float acc[32];
+            const bool early = i == 1 && i < nb;
+            auto chain = [&] {
+                mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
+                pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
+            };
+            if (early)
+                chain();
             if (i >= 1) {
                 mbar_wait(mb_ready + 8u * xo, ((i - 1) >> 1) & 1);
                 const float sc0 = pub_y[64 + r0], sc1 = pub_y[64 + r0 + 8];
@@ -307,14 +323,13 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                 for (int k = 0; k < 4; ++k)
                     wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
                 wg_commit();
-                wg_wait<0>();
+                wg_wait<0>(); // and an early chain
                 fence_regs(o);
                 mbar_arrive(mb_empty + 8u * xo);
             }
             if (i < nb) {
-                mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
-                float acc[32];
-                pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
+                if (!early)
+                    chain();
                 wg_wait<0>();
                 fence_regs(acc);
                 const int valid = n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN;
