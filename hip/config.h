@@ -167,7 +167,8 @@ static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-sp
 // bytes per 8 rows). A block's P (64 x 64 bf16, one such atom) goes into its
 // own buffer's rope atom once the block's S chain has read it. Then the
 // published row statistics of each compute warpgroup (max, scale, sum: 3 x
-// 64 fp32 each), and the mbarriers FULL[2], EMPTY[2], READY[2], QREADY.
+// 64 fp32 each), and the mbarriers FULL[2], EMPTY[2], READY[2], QREADY,
+// SDONE[2].
 constexpr int PP_BN = 64;
 constexpr int PP_ATOM = PP_BN * 128;        // bytes of one 64-column atom of a block
 constexpr int PP_BUF = (D_MAX / 64) * PP_ATOM; // bytes of one K/V block
@@ -175,7 +176,7 @@ struct Stage1PpSmem {
     int q;     // Q, 64 rows, swizzled atoms of 64 x 128 bytes
     int buf;   // two K/V blocks, PP_BUF bytes each
     int pub;   // fp32 [2 warpgroups][3][64]: running max, scale, row sum of the last block
-    int mbar;  // 7 mbarriers, 8 bytes each
+    int mbar;  // 9 mbarriers, 8 bytes each
     int bytes; // dynamic shared memory to request (1024 bytes of alignment slack)
 };
 constexpr Stage1PpSmem stage1_pp_smem_plan()
@@ -185,7 +186,7 @@ constexpr Stage1PpSmem stage1_pp_smem_plan()
     m.buf = m.q + 64 * D_MAX * 2;
     m.pub = m.buf + 2 * PP_BUF;
     m.mbar = m.pub + 2 * 3 * 64 * 4;
-    m.bytes = 1024 + m.mbar + 7 * 8;
+    m.bytes = 1024 + m.mbar + 9 * 8;
     return m;
 }
 static_assert(stage1_pp_smem_plan().bytes <= 232448, "ping-pong stage 1 exceeds 227 KB");

@@ -94,7 +94,8 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
 // wgmma, as the ws producer's QR): each step takes 2 KB of shared-memory
 // reads off the chain (an SS m64n64k16 reads 4 KB in its ~32 cycles). 0 by
 // default; -DMLA_PP_QR=8 (a multiple of 4, 4 registers a step) for the A/B:
-// 8 compiles to R221 of the 232 and no spill, 12 spilled 32 bytes.
+// 8 compiles to R225 of the 232 and no spill (without the early chain), 12
+// spilled 32 bytes.
 #ifndef MLA_PP_QR
 #define MLA_PP_QR 0
 #endif
@@ -147,8 +148,12 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
     // buffer b landed and was proxy-fenced. EMPTY[b] (256: both compute
     // warpgroups): done with it. READY[x] (128: compute warpgroup x): its
     // block's P and row statistics are out. QREADY (256, once): Q landed.
+    // SDONE[x] (128: compute warpgroup x): every warp of it has waited for
+    // its chain, so the rope atom that chain read may take P (wait_group
+    // speaks for the waiting warp's view; the four warps' chains all read
+    // the atom's 64 rows).
     const uint32_t mb = (uint32_t)__cvta_generic_to_shared(base + SM.mbar);
-    const uint32_t mb_full = mb, mb_empty = mb + 16, mb_ready = mb + 32, mb_q = mb + 48;
+    const uint32_t mb_full = mb, mb_empty = mb + 16, mb_ready = mb + 32, mb_q = mb + 48, mb_sdone = mb + 56;
 
     pdl_launch_dependents();
     const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
@@ -169,6 +174,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             mbar_init(mb_ready + 8u * i, 128);
         }
         mbar_init(mb_q, 256);
+        mbar_init(mb_sdone, 128);
+        mbar_init(mb_sdone + 8u, 128);
     }
     __syncthreads();
     // Warp-uniform for the compiler as well (a broadcast): wgmma inside a
@@ -298,7 +305,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             // with it the release of that buffer, does not queue behind a
             // chain in this warpgroup's wgmma order (perf log step 35).
             float acc[32];
-            const bool early = i == 1 && i < nb;
+            // (Not with PP_QR: acc live across the hand-over beside Q's
+            // registers spilled and serialized every wgmma, C7512.)
+            const bool early = PP_QR == 0 && i == 1 && i < nb;
             auto chain = [&] {
                 mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
                 pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
@@ -332,6 +341,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                     chain();
                 wg_wait<0>();
                 fence_regs(acc);
+                mbar_arrive(mb_sdone + 8u * x); // waited for before the P store
                 const int valid = n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN;
                 float sc[2], rs[2];
                 if (valid == PP_BN)
@@ -349,6 +359,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                     for (int e = 0; e < 4; ++e)
                         pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
                 bf16_t *Pst = (bf16_t *)(base + SM.buf + x * PP_BUF + 8 * PP_ATOM);
+                mbar_wait(mb_sdone + 8u * x, (i >> 1) & 1); // the atom's last chain reads are done
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
 #pragma unroll
@@ -392,7 +403,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             *(uint32_t *)(Os + r0 * OSP + col) = pack_bf2(o[4 * j] * s0, o[4 * j + 1] * s0);
             *(uint32_t *)(Os + (r0 + 8) * OSP + col) = pack_bf2(o[4 * j + 2] * s1, o[4 * j + 3] * s1);
         }
-        // Both warpgroups hold the same l and m (the same statistics, in the
+        // Both warpgroups hold the same m and, up to the rounding of how
+        // each contracts l * sc + rs, the same l (the same statistics in the
         // same order); the first writes the lse.
         if (x == 0 && t4 == 0) {
 #pragma unroll
