@@ -47,11 +47,13 @@ __device__ __forceinline__ int row_of(const Stage1Params &p, int rows, int y, in
 
 // The Q rows of row block y (flattened r = draft_row * H + head) into shared
 // memory through cp.async, zero-filled past the last valid row, in the
-// swizzled (SW) or pitched layout of the stage-1 kernel.
+// swizzled (SW) or pitched layout of the stage-1 kernel, by NT threads of
+// which this one is number `first`.
 template <int ROWS, int NT, bool SW, int PITCH>
-__device__ __forceinline__ void load_q(const Stage1Params &p, int y, int q0, int chunks, bf16_t *Qs)
+__device__ __forceinline__ void load_q(const Stage1Params &p, int y, int q0, int chunks, bf16_t *Qs,
+                                       int first = threadIdx.x)
 {
-    for (int idx = threadIdx.x; idx < ROWS * chunks; idx += NT) {
+    for (int idx = first; idx < ROWS * chunks; idx += NT) {
         const int k = idx / chunks, c = idx - k * chunks;
         bool ok;
         const int r = row_of(p, ROWS, y, k, ok);
@@ -59,6 +61,35 @@ __device__ __forceinline__ void load_q(const Stage1Params &p, int y, int q0, int
         if (ok)
             src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
         cp_async16(Qs + toff<SW, PITCH>(k, c * 8, ROWS), src, ok ? 16 : 0);
+    }
+}
+
+// The split of sequence b that CTA s takes ([beg, end) of its prefix, kv0
+// the sequence's first index in kv_indices); false for an inactive split,
+// whose whole CTA returns (stage 2 reads active splits only).
+__device__ __forceinline__ bool cta_split(const Stage1Params &p, int s, int b, int &kv0, int &beg, int &end)
+{
+    kv0 = p.kv_indptr[b];
+    const int P = p.kv_indptr[b + 1] - kv0;
+    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
+        return false;
+    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
+    return true;
+}
+
+// The staged bf16 partial (ROWS rows of pitch OSP in shared memory) out to
+// part_o in 16-byte chunks, a whole row per Dv / 8 lanes, by NT threads.
+template <int ROWS, int NT>
+__device__ __forceinline__ void store_partial(const Stage1Params &p, int y, long long part_row0, const bf16_t *Os,
+                                              int osp)
+{
+    const int cpr = p.Dv >> 3;
+    for (int idx = threadIdx.x; idx < ROWS * cpr; idx += NT) {
+        const int k = idx / cpr, c = (idx - k * cpr) * 8;
+        bool ok;
+        const int r = row_of(p, ROWS, y, k, ok);
+        if (ok)
+            *(uint4 *)((bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * osp + c);
     }
 }
 

@@ -62,12 +62,9 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     pdl_launch_dependents();
     const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x;
-    const int kv0 = p.kv_indptr[b];
-    const int P = p.kv_indptr[b + 1] - kv0;
-    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
-        return; // whole block: stage 2 reads active splits only
-    int beg, end;
-    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
+    int kv0, beg, end;
+    if (!cta_split(p, s, b, kv0, beg, end))
+        return;
     const int n = end - beg;
     const int q0 = p.qo_indptr[b];
     const int chunks = p.D >> 3; // 16-byte chunks per row

@@ -66,13 +66,8 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
                 v = FULL || 8 * j + 2 * t + e < valid ? v * scale : -INFINITY;
                 tmax = fmaxf(tmax, v);
             }
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        const float m_new = fmaxf(m[h], tmax);
-        // A row whose max is still -inf has seen nothing: keep exp2 away
-        // from (-inf) - (-inf).
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        sc[h] = ws_exp2(m[h] - m_use);
+        float m_use;
+        sc[h] = ws_quad_max_step(tmax, m[h], m_use);
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j)
@@ -82,11 +77,8 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
                 v = ws_exp2(v - m_use);
                 sum += v;
             }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        rs[h] = sum;
-        l[h] = l[h] * sc[h] + sum;
-        m[h] = m_new;
+        rs[h] = ws_quad_sum(sum);
+        l[h] = l[h] * sc[h] + rs[h];
     }
 }
 
@@ -158,12 +150,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
     pdl_launch_dependents();
     const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x;
-    const int kv0 = p.kv_indptr[b];
-    const int P = p.kv_indptr[b + 1] - kv0;
-    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
-        return; // whole block: stage 2 reads active splits only
-    int beg, end;
-    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
+    int kv0, beg, end;
+    if (!cta_split(p, s, b, kv0, beg, end))
+        return;
     const int n = end - beg;
     const int q0 = p.qo_indptr[b];
     const int nb = (n + PP_BN - 1) / PP_BN;
@@ -250,16 +239,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         if (nb > 0) {
             // Q (both compute warpgroups, 256 threads), zero rows past the
             // last valid one.
-            const int chunks = p.D >> 3;
-            for (int idx = tid - 128; idx < ROWS * chunks; idx += 256) {
-                const int k = idx / chunks, c = idx - k * chunks;
-                bool ok;
-                const int r = row_of(p, ROWS, y, k, ok);
-                const bf16_t *src = p.q;
-                if (ok)
-                    src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
-                cp_async16(Qs + toff<true>(k, c * 8, ROWS), src, ok ? 16 : 0);
-            }
+            load_q<ROWS, 256, true, DP>(p, y, q0, p.D >> 3, Qs, tid - 128);
             cp_async_commit();
             cp_async_wait_group<0>();
             fence_proxy_async();
@@ -418,14 +398,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         }
         nbar_sync(BAR_END, NT);
     }
-    const int cpr = p.Dv >> 3;
-    for (int idx = tid; idx < ROWS * cpr; idx += NT) {
-        const int k = idx / cpr, c = (idx - k * cpr) * 8;
-        bool ok;
-        const int r = row_of(p, ROWS, y, k, ok);
-        if (ok)
-            *(uint4 *)((bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * OSP + c);
-    }
+    store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);
 }
 
 } // namespace mla_dev

@@ -71,6 +71,28 @@ __device__ __forceinline__ float ws_exp2(float x)
     return y;
 #endif
 }
+// One row's online-softmax step over a quad (the four lanes that share a row
+// in the wgmma accumulator layouts): tmax, this lane's largest scaled score,
+// becomes the quad's; m_run moves to the new running max. Returns the factor
+// exp2(m_old - m_use) for what was accumulated before; m_use is the offset
+// of the new probabilities: the new max, or 0 for a row whose max is still
+// -inf (it has seen nothing: keeps exp2 away from (-inf) - (-inf)).
+__device__ __forceinline__ float ws_quad_max_step(float tmax, float &m_run, float &m_use)
+{
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+    const float m_new = fmaxf(m_run, tmax);
+    m_use = m_new == -INFINITY ? 0.f : m_new;
+    const float alpha = ws_exp2(m_run - m_use);
+    m_run = m_new;
+    return alpha;
+}
+// The quad's sum of this lane's row sum.
+__device__ __forceinline__ float ws_quad_sum(float sum)
+{
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    return sum + __shfl_xor_sync(0xffffffffu, sum, 2);
+}
 // Online softmax (base 2) of two rows held as a wgmma m64n32 accumulator
 // quarter: acc[4j + 0/1] is row r0, tokens 8j + 2t (+1); acc[4j + 2/3] row
 // r0 + 8. The four lanes of a quad share a row. The probabilities stay in
@@ -101,13 +123,8 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
             v[2 * j + 1] = FULL || tok + 1 < vr ? acc[4 * j + 2 * h + 1] * scale : -INFINITY;
             tmax = fmaxf(tmax, fmaxf(v[2 * j], v[2 * j + 1]));
         }
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        const float m_new = fmaxf(m_run[h], tmax);
-        // A row whose max is still -inf has seen nothing: keep exp2 away
-        // from (-inf) - (-inf).
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[h] = ws_exp2(m_run[h] - m_use);
+        float m_use;
+        alpha[h] = ws_quad_max_step(tmax, m_run[h], m_use);
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -120,10 +137,7 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
             }
             sum += p0 + p1;
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        l_run[h] = l_run[h] * alpha[h] + sum;
-        m_run[h] = m_new;
+        l_run[h] = l_run[h] * alpha[h] + ws_quad_sum(sum);
     }
 }
 // O *= alpha for the rows r0 / r0 + 8 of a PV thread's m64n256 accumulators.
@@ -1102,16 +1116,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
                 }
             }
     }
-    // The partial rows leave in 16-byte chunks, a whole row per 64 lanes.
     nbar_sync(BAR_END, NT);
-    const int cpr = p.Dv >> 3;
-    for (int idx = tid; idx < ROWS * cpr; idx += NT) {
-        const int k = idx / cpr, c = (idx - k * cpr) * 8;
-        bool ok;
-        const int r = row_of(p, ROWS, y, k, ok);
-        if (ok)
-            *(uint4 *)((bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * OSP + c);
-    }
+    store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);
 }
 
 } // namespace mla_dev
