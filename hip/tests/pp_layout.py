@@ -16,6 +16,8 @@ written by hand from the same formulas; a change to one belongs in the other.
 """
 import sys
 
+import planted
+
 
 def swz(a):
     return a ^ (((a >> 7) & 7) << 4)
@@ -140,18 +142,9 @@ def main():
         print("pp_layout: the model misreads the validated ws kernel: " + why)
         return 1
     print("pp_layout: the model reads the ws kernel's chain, V halves and P as validated")
-    why = check_pp()
-    if why:
-        print("pp_layout: stage1_pp.h's layout fails: " + why)
-        return 1
-    print("pp_layout: gather, chain (36 steps), Q register steps, P fragments and store, V halves consistent")
-    missed = 0
-    for bug in ("gather-unswizzled", "atom-step", "v-lbo"):
-        why = check_pp(bug)
-        print("pp_layout: planted %-18s %s" % (bug, "caught (" + why + ")" if why else "MISSED"))
-        missed += why is None
-    print("pp_layout: %d of 3 planted index errors caught" % (3 - missed))
-    return 1 if missed else 0
+    return planted.run("pp_layout", check_pp,
+                       "gather, chain (36 steps), Q register steps, P fragments and store, V halves consistent",
+                       ("gather-unswizzled", "atom-step", "v-lbo"), "index errors")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from the same steps; a change to one belongs in the other."""
 import random
 import sys
 
+import planted
+
 
 class MBar:
     """An mbarrier: phase k completes after `count` arrivals."""
@@ -153,18 +155,8 @@ def main():
         print("usage: pp_protocol.py  (no arguments; exit 0 when the protocol holds and "
               "every planted bug is caught)")
         return 0 if sys.argv[1] in ("-h", "--help") else 2
-    failure = check(None)
-    if failure:
-        print("pp_protocol: the protocol fails: " + failure)
-        return 1
-    print("pp_protocol: 12 block counts x 300 schedules: no deadlock, no stale read")
-    missed = 0
-    for bug in ("gather-skips-empty", "early-release", "ready-before-p"):
-        caught = check(bug)
-        print("pp_protocol: planted %-20s %s" % (bug, "caught (" + caught + ")" if caught else "MISSED"))
-        missed += caught is None
-    print("pp_protocol: %d of 3 planted bugs caught" % (3 - missed))
-    return 1 if missed else 0
+    return planted.run("pp_protocol", check, "12 block counts x 300 schedules: no deadlock, no stale read",
+                       ("gather-skips-empty", "early-release", "ready-before-p"), "bugs")
 
 
 if __name__ == "__main__":
