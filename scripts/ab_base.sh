@@ -16,16 +16,21 @@
 # sanitizes its backend (gpu:pvg for ws-pvg) beside gpu; --variant-kernel
 # K times the variant build with --fast-kernel K (default: as the change).
 # --check-backend B adds backend B (e.g. gpu:pvg) to the checks without
-# changing what is timed.
+# changing what is timed. --self-base times this build at --fast-kernel
+# auto as the base instead of building .tools/base-src: exact when the
+# change only adds a kernel that auto does not pick, and it saves a build.
+# --no-sanitize skips the three compute-sanitizer runs.
 #   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K]
-#       [--variant-kernel K] [--check-backend B] [--bench-only]
-help_end=21
-ncu_too=0 variants=() bench_only=0 kernel=auto vkernel=
+#       [--variant-kernel K] [--check-backend B] [--bench-only] [--self-base] [--no-sanitize]
+help_end=24
+ncu_too=0 variants=() bench_only=0 kernel=auto vkernel="" self_base=0 sanitize=1
 args=() checks=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --ncu) ncu_too=1 ;;
         --bench-only) bench_only=1 ;;
+        --self-base) self_base=1 ;;
+        --no-sanitize) sanitize=0 ;;
         --variant)
             [ $# -ge 2 ] || { echo "ab_base.sh: --variant needs FLAGS (see --help)" >&2; exit 2; }
             variants+=("$2")
@@ -56,11 +61,16 @@ extra+=("${checks[@]}")
 # not after the checks' time limits.
 mkdir -p /tmp/ab_probe && timeout 60 build-cuda/hip/mla-bench --backends fast --no-ceilings --fast-kernel "$kernel" --only 12,8,1,1024 \
     --out /tmp/ab_probe > "$OUT/probe.log" 2>&1 || { echo "probe failed (rc $?)"; tail -5 "$OUT/probe.log"; exit 1; }
-base=.tools/base-src
-[ -f "$base/CMakePresets.json" ] || { echo "ab_base: no base source tree in $base"; exit 2; }
-(cd "$base" && cmake --preset cuda && cmake --build --preset cuda --target mla-bench) > "$OUT/build_base.log" 2>&1 ||
-    { echo "base build failed"; tail -20 "$OUT/build_base.log"; exit 1; }
-echo "base build done $(( $(date +%s) - t0 )) s"
+base=.tools/base-src bb=.tools/base-src/build-cuda/hip/mla-bench
+if [ $self_base = 1 ]; then
+    bb=build-cuda/hip/mla-bench
+    echo "base: this build at --fast-kernel auto"
+else
+    [ -f "$base/CMakePresets.json" ] || { echo "ab_base: no base source tree in $base"; exit 2; }
+    (cd "$base" && cmake --preset cuda && cmake --build --preset cuda --target mla-bench) > "$OUT/build_base.log" 2>&1 ||
+        { echo "base build failed"; tail -20 "$OUT/build_base.log"; exit 1; }
+    echo "base build done $(( $(date +%s) - t0 )) s"
+fi
 kinds="base new"
 for v in "${!variants[@]}"; do
     vn=variant$((v + 1))
@@ -76,11 +86,11 @@ if [ $bench_only = 0 ]; then
     pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96 "${extra[@]}"
     pilot_validate large --catalogue --backend gpu "${extra[@]}" k3-splits-wide k3-4k k3-16k dsv3-16k \
         k3-bs64-4k needle-k3-4k needle-dsv3-16k
-    pilot_sanitize --catalogue --backend gpu --backend gpu:rows96 "${extra[@]}" k3-edges dsv3-edges k3-splits k3-nan-draft k3-dv256 \
+    [ $sanitize = 0 ] || pilot_sanitize --catalogue --backend gpu --backend gpu:rows96 "${extra[@]}" k3-edges dsv3-edges k3-splits k3-nan-draft k3-dv256 \
         ragged
     echo "checks done $(( $(date +%s) - t0 )) s"
 fi
-nb=build-cuda/hip/mla-bench bb=$base/build-cuda/hip/mla-bench
+nb=build-cuda/hip/mla-bench
 fm=.tools/flashmla_bench
 k3="12,8,1,1024:12,8,1,4096:12,8,8,16384:12,8,32,4096:12,8,32,16384:12,8,64,16384"
 ds="16,4,1,4096:16,4,32,16384:16,4,64,16384"
