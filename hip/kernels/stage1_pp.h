@@ -108,15 +108,24 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
 #define MLA_PP_QR 0
 #endif
 constexpr int PP_QR = MLA_PP_QR;
-// Every S chain after the first issued before the hand-over, whose PV stays
-// in flight until this block's P is published: the other warpgroup's READY
-// then waits on a softmax only, not on a PV and a 36-step chain (ncu at K3
-// bs 32 / 16k without it: 36% of the compute warps' samples in that wait,
-// perf log step 36). The cost: a buffer frees a chain later. 1 by default
-// (not with PP_QR); -DMLA_PP_AHEAD=0 for the A/B.
+// Ahead: when a warpgroup's next block has already landed (all 128 threads
+// agree, nbar_and), its chain's first PP_AHEAD_STEPS steps are issued
+// before the wait for the other's READY, then the hand-over's PV, then the
+// rest of the chain: the tensor pipe is fed while the other warpgroup's
+// softmax runs (ncu at K3 bs 32 / 16k without it: 36% of the compute
+// warps' samples in the READY wait, perf log step 36). The hand-over's PV
+// still releases its buffer before this block's softmax. A block not yet
+// landed takes the plain order, so the hand-over never waits for a load
+// (issuing ahead unconditionally made the FULL wait 41% of the samples).
+// -DMLA_PP_AHEAD=0: always the plain order (the A/B).
 #ifndef MLA_PP_AHEAD
 #define MLA_PP_AHEAD 1
 #endif
+#ifndef MLA_PP_AHEAD_STEPS
+#define MLA_PP_AHEAD_STEPS 36
+#endif
+constexpr int PP_AHEAD_STEPS = MLA_PP_AHEAD_STEPS;
+static_assert(PP_AHEAD_STEPS > 0 && PP_AHEAD_STEPS <= D_MAX / 16, "PP_AHEAD_STEPS: 1 .. 36 chain steps");
 constexpr bool PP_AHEAD = MLA_PP_AHEAD != 0;
 static_assert(PP_QR >= 0 && PP_QR % 4 == 0 && PP_QR <= 8, "PP_QR: whole atoms, within the registers");
 
@@ -126,29 +135,41 @@ static_assert(PP_QR >= 0 && PP_QR % 4 == 0 && PP_QR <= 8, "PP_QR: whole atoms, w
 // take Q from registers (qf), the rest from shared memory (da: the
 // descriptor of step QR). Fully unrolled, the descriptors advanced by asm
 // adds (see ws_s_chain: a rolled loop fences the accumulators, base +
-// immediate forms spill).
-template <int QR>
+// immediate forms spill). Steps K0 .. K1 - 1 only, one commit group: the
+// ahead order issues a chain in two parts around the hand-over's PV.
+template <int QR, int K0 = 0, int K1 = D_MAX / 16>
 __device__ __forceinline__ void pp_s_chain(float (&acc)[32], const uint32_t (&qf)[QR > 0 ? QR : 1][4],
                                            uint64_t da, uint64_t db)
 {
-    wg_fence();
-    if constexpr (QR > 0)
-        wgmma_m64n64k16_rs<0>(acc, qf[0], db);
-    else
-        wgmma_m64n64k16<0>(acc, da, db);
-#pragma unroll
-    for (int k = 1; k < D_MAX / 16; ++k) {
-        const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
-        asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
-        if (k < QR) {
-            wgmma_m64n64k16_rs<1>(acc, qf[k < QR ? k : 0], db);
-        } else {
-            if (k > QR)
-                asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
-            wgmma_m64n64k16<1>(acc, da, db);
+    static_assert(QR == 0 || K0 == 0, "a split chain takes Q from shared memory");
+    if constexpr (K0 < K1) {
+        // Descriptor units of 16 bytes from step 0 to step k.
+        constexpr uint64_t off0 = (uint64_t)(K0 >> 2) * (PP_ATOM >> 4) + (uint64_t)(K0 & 3) * 2;
+        if constexpr (K0 > 0) {
+            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(off0));
+            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(off0));
         }
+        wg_fence();
+        if constexpr (K0 == 0 && QR > 0)
+            wgmma_m64n64k16_rs<0>(acc, qf[0], db);
+        else if constexpr (K0 == 0)
+            wgmma_m64n64k16<0>(acc, da, db);
+        else
+            wgmma_m64n64k16<1>(acc, da, db);
+#pragma unroll
+        for (int k = K0 + 1; k < K1; ++k) {
+            const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
+            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
+            if (k < QR) {
+                wgmma_m64n64k16_rs<1>(acc, qf[k < QR ? k : 0], db);
+            } else {
+                if (k > QR)
+                    asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
+                wgmma_m64n64k16<1>(acc, da, db);
+            }
+        }
+        wg_commit();
     }
-    wg_commit();
 }
 
 __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
@@ -397,23 +418,24 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                 mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
                 pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
             };
-            if (PP_AHEAD && PP_QR == 0 && i >= 1 && i < nb) {
-                // Ahead: S(i) first, the hand-over's PV behind it in the
-                // same wgmma order, and that PV still in flight through
-                // this block's softmax: the other warpgroup's READY waits
-                // for a softmax only. O is rescaled only when the other's
-                // block moved the reference (PP_LAZY), and then after the
-                // chain is retired: touching O between the two groups
-                // serializes every wgmma (C7515). Straight-line otherwise,
-                // so that ptxas sees wait_group 1 retire the chain (a
-                // branch around the hand-over made it serialize, C7514).
-                chain();
-                handover_issue(i, std::true_type{});
-                wg_wait<1>();
-                publish(i, acc, pa, sc);
-                handover_done();
-                own_pv(pa, sc);
-                continue;
+            if constexpr (PP_AHEAD && PP_QR == 0) {
+                if (i >= 1 && i < nb &&
+                    __shfl_sync(0xffffffffu,
+                                nbar_and(BAR_PP_WG + x, 128, mbar_test(mb_full + 8u * x, (i >> 1) & 1)), 0)) {
+                    // Ahead (the broadcast: warp-uniform for ptxas, else C7520).
+                    // O is rescaled only when the other's block moved the
+                    // reference (PP_LAZY), and then after the first part is
+                    // retired: touching O between wgmma groups serializes every
+                    // wgmma (C7515). Straight-line otherwise.
+                    const uint64_t kb = wg_desc_sw128(bx);
+                    pp_s_chain<PP_QR, 0, PP_AHEAD_STEPS>(acc, qf, qda, kb);
+                    handover_issue(i, std::true_type{});
+                    pp_s_chain<PP_QR, PP_AHEAD_STEPS>(acc, qf, qda, kb);
+                    handover_done();
+                    publish(i, acc, pa, sc);
+                    own_pv(pa, sc);
+                    continue;
+                }
             }
             // Otherwise S(i) follows the hand-over, except block 1's chain
             // (the second warpgroup's first), which goes before block 0's
