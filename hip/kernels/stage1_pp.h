@@ -122,7 +122,7 @@ constexpr int PP_QR = MLA_PP_QR;
 #define MLA_PP_AHEAD 1
 #endif
 #ifndef MLA_PP_AHEAD_STEPS
-#define MLA_PP_AHEAD_STEPS 36
+#define MLA_PP_AHEAD_STEPS 18
 #endif
 constexpr int PP_AHEAD_STEPS = MLA_PP_AHEAD_STEPS;
 static_assert(PP_AHEAD_STEPS > 0 && PP_AHEAD_STEPS <= D_MAX / 16, "PP_AHEAD_STEPS: 1 .. 36 chain steps");
@@ -334,13 +334,13 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             m[0] = pub_y[r0];
             m[1] = pub_y[r0 + 8];
             // Warp-uniform: the warp's rows only (wait_group is per warp).
+            bool rescale = true;
             if constexpr (decltype(chain_in_flight)::value) {
-                if (__any_sync(0xffffffffu, sc0 != 1.f || sc1 != 1.f)) {
+                rescale = __any_sync(0xffffffffu, sc0 != 1.f || sc1 != 1.f);
+                if (rescale)
                     wg_wait<0>();
-                    fence_regs(o);
-                    ws_rescale_o(o, sc0, sc1);
-                }
-            } else {
+            }
+            if (rescale) {
                 fence_regs(o);
                 ws_rescale_o(o, sc0, sc1);
             }
