@@ -37,9 +37,7 @@ static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole t
 // full barriers do order (hip/tests/racecheck_subset_barrier.cu reproduces
 // it in 40 lines), so each tile's data is published by the P_FULL barrier
 // of the tile before instead.
-// BAR_PP_WG, BAR_PP_WG + 1: the ping-pong kernel's compute warpgroups, each
-// agreeing on one branch (stage1_pp.h, the ahead test).
-enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4, BAR_PP_WG = 5 };
+enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4 };
 
 // Shared-memory plan of a stage-1 CTA: byte offsets of each region from
 // the (aligned) base, and the dynamic bytes to request (slack included).

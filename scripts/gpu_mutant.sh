@@ -17,6 +17,9 @@ san=()
 if [ "${1:-}" = --sanitize ]; then
     [ $# -ge 2 ] || { echo "gpu_mutant.sh: --sanitize needs a tool (memcheck, racecheck, synccheck)" >&2; exit 2; }
     san=(compute-sanitizer --tool "$2" --error-exitcode 3)
+    # As the memcheck ctest: a gap after each allocation, so that an
+    # over-read does not land in the next one unseen.
+    [ "$2" = memcheck ] && san+=(--padding 65536)
     shift 2
 fi
 [ $# -ge 5 ] || { echo "gpu_mutant.sh: needs FILE FROM TO BACKEND CASE... (see --help)" >&2; exit 2; }

@@ -144,7 +144,7 @@ if want wssass; then
 fi
 if want sanitize; then
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    step memcheck 120 "$cs" --tool memcheck --error-exitcode 3 "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1
+    step memcheck 120 "$cs" --tool memcheck --padding 65536 --error-exitcode 3 "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-edges dsv3-edges k3-splits ragged decline-window decline-kvheads2 decline-sinks k3-l1
     step racecheck 120 "$cs" --tool racecheck --error-exitcode 3 "$work/bin/mla-validate" --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-edges dsv3-edges k3-splits ragged
 fi
 if want ncu; then

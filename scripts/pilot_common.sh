@@ -42,10 +42,11 @@ pilot_validate() {
 # racecheck and synccheck (exit 3 on a finding, at most 200 s each) into
 # $OUT/san_TOOL.log; prints each tool's exit status and summary line.
 pilot_sanitize() {
-    local cs tool
+    local cs tool pad
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck synccheck; do
-        timeout 200 "$cs" --tool $tool --error-exitcode 3 build-cuda/validate/mla-validate "$@" > "$OUT/san_$tool.log" 2>&1
+        pad=(); [ $tool = memcheck ] && pad=(--padding 65536) # as the memcheck ctest
+        timeout 200 "$cs" --tool $tool "${pad[@]}" --error-exitcode 3 build-cuda/validate/mla-validate "$@" > "$OUT/san_$tool.log" 2>&1
         echo "$tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | tail -1)"
     done
 }

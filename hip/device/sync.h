@@ -73,28 +73,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
                  : "memory");
     __syncwarp();
 }
-// Whether phase `parity` completed, without waiting (acquire, as the wait).
-__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity)
-{
-    uint32_t r;
-    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(r)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return r != 0;
-}
-// v over the n threads of named barrier id, all of them (a uniform branch
-// for a warpgroup's wgmma order); non-aligned, as nbar_sync.
-__device__ __forceinline__ bool nbar_and(int id, int n, bool v)
-{
-    uint32_t r;
-    __syncwarp();
-    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbarrier.red.and.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
-                 : "=r"(r)
-                 : "r"((uint32_t)v), "r"(id), "r"(n)
-                 : "memory");
-    return r != 0;
-}
 #endif
 
 } // namespace mla_dev

@@ -44,16 +44,6 @@ __device__ __forceinline__ void prefetch_l2(const void *gptr)
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gptr));
 }
 
-// The running reference max of the online softmax moves only when a block's
-// max exceeds it by more than PP_LAZY (log2 units), as FlashAttention-4
-// does: then most blocks' factor is exactly 1, and the ahead path's
-// hand-over PV needs no rescale of O between its wgmma groups (which ptxas
-// serializes, C7515). The price: P up to 2^PP_LAZY instead of 1. P's bf16
-// rounding is relative, and O and l accumulate in fp32 (SPEC section 7
-// bounds relative errors only), so the tolerance is unchanged; lse = m +
-// log2(l) is exact for any reference m.
-constexpr float PP_LAZY = 8.f;
-
 // Online softmax (base 2) of one 64-token block held as m64n64 accumulators:
 // acc[4j + 2h + e] is row r0 + 8h, token 8j + 2t + e (t = lane % 4; the four
 // lanes of a quad share a row). In place: the scores become the
@@ -76,14 +66,8 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
                 v = FULL || 8 * j + 2 * t + e < valid ? v * scale : -INFINITY;
                 tmax = fmaxf(tmax, v);
             }
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
-        // Lazy: the reference moves only past PP_LAZY above itself, so
-        // most blocks leave it, and the factor is exactly 1.
-        const float m_new = tmax > m[h] + PP_LAZY ? tmax : m[h];
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        sc[h] = m_new == m[h] ? 1.f : ws_exp2(m[h] - m_use);
-        m[h] = m_new;
+        float m_use;
+        sc[h] = ws_quad_max_step(tmax, m[h], m_use);
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j)
@@ -108,25 +92,6 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
 #define MLA_PP_QR 0
 #endif
 constexpr int PP_QR = MLA_PP_QR;
-// Ahead: when a warpgroup's next block has already landed (all 128 threads
-// agree, nbar_and), its chain's first PP_AHEAD_STEPS steps are issued
-// before the wait for the other's READY, then the hand-over's PV, then the
-// rest of the chain: the tensor pipe is fed while the other warpgroup's
-// softmax runs (ncu at K3 bs 32 / 16k without it: 36% of the compute
-// warps' samples in the READY wait, perf log step 36). The hand-over's PV
-// still releases its buffer before this block's softmax. A block not yet
-// landed takes the plain order, so the hand-over never waits for a load
-// (issuing ahead unconditionally made the FULL wait 41% of the samples).
-// -DMLA_PP_AHEAD=0: always the plain order (the A/B).
-#ifndef MLA_PP_AHEAD
-#define MLA_PP_AHEAD 1
-#endif
-#ifndef MLA_PP_AHEAD_STEPS
-#define MLA_PP_AHEAD_STEPS 18
-#endif
-constexpr int PP_AHEAD_STEPS = MLA_PP_AHEAD_STEPS;
-static_assert(PP_AHEAD_STEPS > 0 && PP_AHEAD_STEPS <= D_MAX / 16, "PP_AHEAD_STEPS: 1 .. 36 chain steps");
-constexpr bool PP_AHEAD = MLA_PP_AHEAD != 0;
 static_assert(PP_QR >= 0 && PP_QR % 4 == 0 && PP_QR <= 8, "PP_QR: whole atoms, within the registers");
 
 // S[64 x 64] = Q K^T over the 576 columns: 36 m64n64k16, Q and the block
@@ -135,41 +100,29 @@ static_assert(PP_QR >= 0 && PP_QR % 4 == 0 && PP_QR <= 8, "PP_QR: whole atoms, w
 // take Q from registers (qf), the rest from shared memory (da: the
 // descriptor of step QR). Fully unrolled, the descriptors advanced by asm
 // adds (see ws_s_chain: a rolled loop fences the accumulators, base +
-// immediate forms spill). Steps K0 .. K1 - 1 only, one commit group: the
-// ahead order issues a chain in two parts around the hand-over's PV.
-template <int QR, int K0 = 0, int K1 = D_MAX / 16>
+// immediate forms spill).
+template <int QR>
 __device__ __forceinline__ void pp_s_chain(float (&acc)[32], const uint32_t (&qf)[QR > 0 ? QR : 1][4],
                                            uint64_t da, uint64_t db)
 {
-    static_assert(QR == 0 || K0 == 0, "a split chain takes Q from shared memory");
-    if constexpr (K0 < K1) {
-        // Descriptor units of 16 bytes from step 0 to step k.
-        constexpr uint64_t off0 = (uint64_t)(K0 >> 2) * (PP_ATOM >> 4) + (uint64_t)(K0 & 3) * 2;
-        if constexpr (K0 > 0) {
-            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(off0));
-            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(off0));
-        }
-        wg_fence();
-        if constexpr (K0 == 0 && QR > 0)
-            wgmma_m64n64k16_rs<0>(acc, qf[0], db);
-        else if constexpr (K0 == 0)
-            wgmma_m64n64k16<0>(acc, da, db);
-        else
-            wgmma_m64n64k16<1>(acc, da, db);
+    wg_fence();
+    if constexpr (QR > 0)
+        wgmma_m64n64k16_rs<0>(acc, qf[0], db);
+    else
+        wgmma_m64n64k16<0>(acc, da, db);
 #pragma unroll
-        for (int k = K0 + 1; k < K1; ++k) {
-            const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
-            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
-            if (k < QR) {
-                wgmma_m64n64k16_rs<1>(acc, qf[k < QR ? k : 0], db);
-            } else {
-                if (k > QR)
-                    asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
-                wgmma_m64n64k16<1>(acc, da, db);
-            }
+    for (int k = 1; k < D_MAX / 16; ++k) {
+        const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
+        asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
+        if (k < QR) {
+            wgmma_m64n64k16_rs<1>(acc, qf[k < QR ? k : 0], db);
+        } else {
+            if (k > QR)
+                asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
+            wgmma_m64n64k16<1>(acc, da, db);
         }
-        wg_commit();
     }
+    wg_commit();
 }
 
 __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
@@ -322,140 +275,100 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         // 2 needs FULL[b] for block j + 2, which the gather arrives after
         // waiting EMPTY[b] for block j; FULL[b] for block j + 2 needs that
         // EMPTY[b], which needs FULL[b] for block j waited.
-        // The hand-over of block i - 1 (the other's): its row statistics,
-        // O rescaled, and P(i - 1) from its block's rope atom (K-major, 32
-        // bytes a k16 step) times V(i - 1) from the same buffer, issued as
-        // one wgmma group; then, once it is done, buffer 1 - x released.
-        auto handover_issue = [&](int i, auto chain_in_flight) { // a bool_constant
-            mbar_wait(mb_ready + 8u * xo, ((i - 1) >> 1) & 1);
-            const float sc0 = pub_y[64 + r0], sc1 = pub_y[64 + r0 + 8];
-            l[0] = l[0] * sc0 + pub_y[128 + r0];
-            l[1] = l[1] * sc1 + pub_y[128 + r0 + 8];
-            m[0] = pub_y[r0];
-            m[1] = pub_y[r0 + 8];
-            // Warp-uniform: the warp's rows only (wait_group is per warp).
-            bool rescale = true;
-            if constexpr (decltype(chain_in_flight)::value) {
-                rescale = __any_sync(0xffffffffu, sc0 != 1.f || sc1 != 1.f);
-                if (rescale)
-                    wg_wait<0>();
-            }
-            if (rescale) {
-                fence_regs(o);
-                ws_rescale_o(o, sc0, sc1);
-            }
-            const uint64_t dp = wg_desc_sw128(by + 8u * PP_ATOM);
-            const uint64_t dv = wg_desc_mn_sw128_lbo(by + vcol, PP_ATOM);
-            wg_fence();
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-                wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
-            wg_commit();
-        };
-        auto handover_done = [&] {
-            wg_wait<0>();
-            fence_regs(o);
-            mbar_arrive(mb_empty + 8u * xo);
-        };
-        // Block i's softmax once its chain is waited for, P(i) into the
-        // block's rope atom and the row statistics out (READY); pa: P(i)
-        // as bf16 A fragments of the four k16 steps (rows r0 / r0 + 8,
-        // tokens 16k + 2 t4 (+1), 16k + 8 + 2 t4 (+1)).
-        auto publish = [&](int i, float(&acc)[32], uint32_t(&pa)[4][4], float(&sc)[2]) {
-            fence_regs(acc);
-            mbar_arrive(mb_sdone + 8u * x); // waited for before the P store
-            const int valid = n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN;
-            float rs[2];
-            if (valid == PP_BN)
-                pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
-            else
-                pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
-            bf16_t *Pst = (bf16_t *)(base + SM.buf + x * PP_BUF + 8 * PP_ATOM);
-            mbar_wait(mb_sdone + 8u * x, (i >> 1) & 1); // the atom's last chain reads are done
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    // e: 0 row r0 tokens 16k + 2t4, 1 row r0 + 8, 2 and 3 the
-                    // same rows at 16k + 8 + 2t4.
-                    const int r = r0 + 8 * (e & 1), c = 16 * k + 8 * (e >> 1) + 2 * t4;
-                    *(uint32_t *)(Pst + toff<true>(r, c, ROWS)) = pa[k][e];
-                }
-            if (t4 == 0) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    pub_x[r0 + 8 * h] = m[h];
-                    pub_x[64 + r0 + 8 * h] = sc[h];
-                    pub_x[128 + r0 + 8 * h] = rs[h];
-                }
-            }
-            fence_proxy_async(); // the other warpgroup's wgmma reads P
-            mbar_arrive(mb_ready + 8u * x);
-        };
-        // O rescaled by block i's factor, P(i) V(i) for this warpgroup's
-        // columns (P from registers), then buffer x released.
-        auto own_pv = [&](const uint32_t(&pa)[4][4], const float(&sc)[2]) {
-            ws_rescale_o(o, sc[0], sc[1]);
-            const uint64_t dv = wg_desc_mn_sw128_lbo(bx + vcol, PP_ATOM);
-            wg_fence();
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-                wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
-            wg_commit();
-            wg_wait<0>();
-            fence_regs(o);
-            mbar_arrive(mb_empty + 8u * x);
-        };
         for (int i = x; i <= nb; i += 2) {
-            float acc[32], sc[2];
-            uint32_t pa[4][4];
+            // S(i) once block i has landed. Block 1's chain (the second
+            // warpgroup's first) goes before block 0's hand-over: both
+            // buffers fill at the start, so it overlaps the first
+            // warpgroup's chain instead of following its softmax (a split of
+            // two blocks: one chain and PV fewer on its path). Every later
+            // chain follows the hand-over, so that the other block's PV, and
+            // with it the release of that buffer, does not queue behind a
+            // chain in this warpgroup's wgmma order (perf log step 35).
+            float acc[32];
+            // (Not with PP_QR: acc live across the hand-over beside Q's
+            // registers spilled and serialized every wgmma, C7512.)
+            const bool early = PP_QR == 0 && i == 1 && i < nb;
             auto chain = [&] {
                 mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
                 pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
             };
-            if constexpr (PP_AHEAD && PP_QR == 0) {
-                if (i >= 1 && i < nb &&
-                    __shfl_sync(0xffffffffu,
-                                nbar_and(BAR_PP_WG + x, 128, mbar_test(mb_full + 8u * x, (i >> 1) & 1)), 0)) {
-                    // Ahead (the broadcast: warp-uniform for ptxas, else C7520).
-                    // O is rescaled only when the other's block moved the
-                    // reference (PP_LAZY), and then after the first part is
-                    // retired: touching O between wgmma groups serializes every
-                    // wgmma (C7515). Straight-line otherwise.
-                    const uint64_t kb = wg_desc_sw128(bx);
-                    pp_s_chain<PP_QR, 0, PP_AHEAD_STEPS>(acc, qf, qda, kb);
-                    handover_issue(i, std::true_type{});
-                    pp_s_chain<PP_QR, PP_AHEAD_STEPS>(acc, qf, qda, kb);
-                    handover_done();
-                    publish(i, acc, pa, sc);
-                    own_pv(pa, sc);
-                    continue;
-                }
-            }
-            // Otherwise S(i) follows the hand-over, except block 1's chain
-            // (the second warpgroup's first), which goes before block 0's
-            // hand-over: both buffers fill at the start, so it overlaps the
-            // first warpgroup's chain instead of following its softmax.
-            // (Not with PP_QR: acc live across the hand-over beside Q's
-            // registers spilled and serialized every wgmma, C7512.)
-            const bool early = !PP_AHEAD && PP_QR == 0 && i == 1 && i < nb;
             if (early)
                 chain();
             if (i >= 1) {
-                handover_issue(i, std::false_type{});
-                handover_done(); // and an early chain
+                mbar_wait(mb_ready + 8u * xo, ((i - 1) >> 1) & 1);
+                const float sc0 = pub_y[64 + r0], sc1 = pub_y[64 + r0 + 8];
+                l[0] = l[0] * sc0 + pub_y[128 + r0];
+                l[1] = l[1] * sc1 + pub_y[128 + r0 + 8];
+                m[0] = pub_y[r0];
+                m[1] = pub_y[r0 + 8];
+                fence_regs(o);
+                ws_rescale_o(o, sc0, sc1);
+                // P(i - 1) from its block's rope atom (K-major, 32 bytes a
+                // k16 step), V(i - 1) from the same buffer.
+                const uint64_t dp = wg_desc_sw128(by + 8u * PP_ATOM);
+                const uint64_t dv = wg_desc_mn_sw128_lbo(by + vcol, PP_ATOM);
+                wg_fence();
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
+                wg_commit();
+                wg_wait<0>(); // and an early chain
+                fence_regs(o);
+                mbar_arrive(mb_empty + 8u * xo);
             }
             if (i < nb) {
                 if (!early)
                     chain();
                 wg_wait<0>();
-                publish(i, acc, pa, sc);
-                own_pv(pa, sc);
+                fence_regs(acc);
+                mbar_arrive(mb_sdone + 8u * x); // waited for before the P store
+                const int valid = n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN;
+                float sc[2], rs[2];
+                if (valid == PP_BN)
+                    pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
+                else
+                    pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
+                // P(i) as bf16: the A fragments of the four k16 steps (rows
+                // r0 / r0 + 8, tokens 16k + 2 t4 (+1), 16k + 8 + 2 t4 (+1)),
+                // and the same words into the rope atom for the other
+                // warpgroup.
+                uint32_t pa[4][4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
+                bf16_t *Pst = (bf16_t *)(base + SM.buf + x * PP_BUF + 8 * PP_ATOM);
+                mbar_wait(mb_sdone + 8u * x, (i >> 1) & 1); // the atom's last chain reads are done
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        // e: 0 row r0 tokens 16k + 2t4, 1 row r0 + 8, 2 and 3 the
+                        // same rows at 16k + 8 + 2t4.
+                        const int r = r0 + 8 * (e & 1), c = 16 * k + 8 * (e >> 1) + 2 * t4;
+                        *(uint32_t *)(Pst + toff<true>(r, c, ROWS)) = pa[k][e];
+                    }
+                if (t4 == 0) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        pub_x[r0 + 8 * h] = m[h];
+                        pub_x[64 + r0 + 8 * h] = sc[h];
+                        pub_x[128 + r0 + 8 * h] = rs[h];
+                    }
+                }
+                fence_proxy_async(); // the other warpgroup's wgmma reads P
+                mbar_arrive(mb_ready + 8u * x);
+                ws_rescale_o(o, sc[0], sc[1]);
+                const uint64_t dv = wg_desc_mn_sw128_lbo(bx + vcol, PP_ATOM);
+                wg_fence();
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
+                wg_commit();
+                wg_wait<0>();
+                fence_regs(o);
+                mbar_arrive(mb_empty + 8u * x);
             }
         }
         // Every wgmma and copy is done: the blocks' memory takes the
