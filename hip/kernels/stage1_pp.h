@@ -86,7 +86,7 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
 // wgmma, as the ws producer's QR): each step takes 2 KB of shared-memory
 // reads off the chain (an SS m64n64k16 reads 4 KB in its ~32 cycles). 0 by
 // default; -DMLA_PP_QR=8 (a multiple of 4, 4 registers a step) for the A/B:
-// 8 compiles to R225 of the 232 and no spill (without the early chain), 12
+// 8 compiles to R225 of the 232 and no spill, 12
 // spilled 32 bytes.
 #ifndef MLA_PP_QR
 #define MLA_PP_QR 0
@@ -276,24 +276,19 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         // waiting EMPTY[b] for block j; FULL[b] for block j + 2 needs that
         // EMPTY[b], which needs FULL[b] for block j waited.
         for (int i = x; i <= nb; i += 2) {
-            // S(i) once block i has landed. Block 1's chain (the second
-            // warpgroup's first) goes before block 0's hand-over: both
-            // buffers fill at the start, so it overlaps the first
-            // warpgroup's chain instead of following its softmax (a split of
-            // two blocks: one chain and PV fewer on its path). Every later
-            // chain follows the hand-over, so that the other block's PV, and
-            // with it the release of that buffer, does not queue behind a
-            // chain in this warpgroup's wgmma order (perf log step 35).
+            // S(i) once block i has landed, after the hand-over, so that the
+            // other block's PV, and with it the release of that buffer, does
+            // not queue behind a chain in this warpgroup's wgmma order (perf
+            // log step 35). (Block 1's chain once went before block 0's
+            // hand-over: ptxas then injected a wait into the hand-over's
+            // rescale (C7517), and compute-sanitizer synccheck reported a
+            // warpgroup MMA sequence mismatch between the warps there, on
+            // k3-edges; perf log step 36.)
             float acc[32];
-            // (Not with PP_QR: acc live across the hand-over beside Q's
-            // registers spilled and serialized every wgmma, C7512.)
-            const bool early = PP_QR == 0 && i == 1 && i < nb;
             auto chain = [&] {
                 mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
                 pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
             };
-            if (early)
-                chain();
             if (i >= 1) {
                 mbar_wait(mb_ready + 8u * xo, ((i - 1) >> 1) & 1);
                 const float sc0 = pub_y[64 + r0], sc1 = pub_y[64 + r0 + 8];
@@ -312,13 +307,12 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                 for (int k = 0; k < 4; ++k)
                     wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
                 wg_commit();
-                wg_wait<0>(); // and an early chain
+                wg_wait<0>();
                 fence_regs(o);
                 mbar_arrive(mb_empty + 8u * xo);
             }
             if (i < nb) {
-                if (!early)
-                    chain();
+                chain();
                 wg_wait<0>();
                 fence_regs(acc);
                 mbar_arrive(mb_sdone + 8u * x); // waited for before the P store

@@ -70,15 +70,8 @@ def run(nb, seed, bug=None):
         xo = 1 - x
         i = x
         while i <= nb:
-            # Block 1's chain goes before block 0's hand-over (the kernel's
-            # `early`); every other chain after the hand-over.
-            early = i == 1 and i < nb
-            if early:
-                yield from wait(full[x], (i >> 1) & 1)
-                if buf[x] != i:
-                    raise AssertionError("wg %d's chain reads block %s for %d" % (x, buf[x], i))
-                users[x].add(x)
-                yield
+            # Every chain follows the hand-over (the kernel dropped block
+            # 1's early chain: perf log step 36).
             if i >= 1:  # block i - 1, the other's: its P times this half of V
                 yield from wait(ready[xo], ((i - 1) >> 1) & 1)
                 if pub[xo] != i - 1 or buf[xo] != i - 1 or patom[xo] != i - 1:
@@ -97,11 +90,10 @@ def run(nb, seed, bug=None):
                     empty[xo].arrive()
                 yield
             if i < nb:  # block i, this warpgroup's
-                if not early:
-                    yield from wait(full[x], (i >> 1) & 1)
-                    if buf[x] != i:
-                        raise AssertionError("wg %d's chain reads block %s for %d" % (x, buf[x], i))
-                    users[x].add(x)
+                yield from wait(full[x], (i >> 1) & 1)
+                if buf[x] != i:
+                    raise AssertionError("wg %d's chain reads block %s for %d" % (x, buf[x], i))
+                users[x].add(x)
                 if buf[x] != i:
                     raise AssertionError("block %d changed under wg %d's chain" % (i, x))
                 if bug == "ready-before-p":
