@@ -60,6 +60,9 @@ typedef struct {
                                       ranges, kv_indices base, draft block), or NONE */
     int masked_drafts_weighted;    /* the drafts a row cannot see enter its value sum at
                                       weight 0, as in a dense P V product: 0 x NaN */
+    float lazy_drop;               /* > 0: the running max moves only past lazy_drop above
+                                      itself (natural units), and a move rescales l but not
+                                      the accumulated values */
 } mutation_row;
 
 #define CORRECT round_bf16, 1, 0, 1, 1.0f, 1.0f, 0, 1, MLA_MUT_NONE
@@ -103,6 +106,16 @@ static const mutation_row k_mutations[MLA_MUT_COUNT] = {
     [MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT] = {"masked_draft_zero_weight",
                                           "masked drafts' values summed at weight 0 (0 x NaN)",
                                           "draft values: masked_drafts_weighted", CORRECT, 1},
+    /* Invisible while the max moves by less than 2^8 after a split's first
+     * tile: random scores never do. In the model it is caught where a
+     * split's later tile holds a far larger score (the boundary needles,
+     * the fp8 cases' near-max codes, k3-ramp). A lazy reference max
+     * (FlashAttention-4's form) tried in the ping-pong stage 1 had this bug
+     * planted, and no catalogue case caught it there (docs/perf-log.md step
+     * 36): that kernel's splits held too few 64-token blocks. */
+    [MLA_MUT_LAZY_RESCALE_DROPPED] = {"lazy_rescale_dropped",
+                                      "lazy running max (moves past 2^8 only), O not rescaled on a move",
+                                      "online softmax: lazy_drop", CORRECT, 0, 5.545177444479562f},
 };
 #undef CORRECT
 #undef BOUNDARY
@@ -298,6 +311,8 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
                 continue;
             }
             m_new = fmaxf(c->m[r], mt);
+            if (c->mut->lazy_drop > 0.0f && c->m[r] != -INFINITY && !(mt > c->m[r] + c->mut->lazy_drop))
+                m_new = c->m[r]; /* lazy: the reference stays (p up to e^lazy_drop) */
             if (m_new == -INFINITY)
                 continue; /* nothing visible yet: keep the empty state */
             alpha = expf(c->m[r] - m_new); /* 0 on the first tile */
@@ -313,8 +328,9 @@ static void stage1_split(model_ctx *c, int b, int nh, int32_t split, int32_t beg
                 for (d = 0; d < c->dv; d++)
                     c->pv[d] += pj * v[d];
             }
+            const float acc_scale = c->mut->lazy_drop > 0.0f ? 1.0f : alpha;
             for (d = 0; d < c->dv; d++)
-                acc[d] = acc[d] * alpha + c->pv[d];
+                acc[d] = acc[d] * acc_scale + c->pv[d];
             c->m[r] = m_new;
         }
     }

@@ -422,6 +422,7 @@ static const mla_backend BACKENDS[] = {
     MODEL_MUT("drop-remainder", MLA_MUT_DROP_REMAINDER),
     MODEL_MUT("no-causal", MLA_MUT_NO_CAUSAL),
     MODEL_MUT("masked-draft-zero-weight", MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT),
+    MODEL_MUT("lazy-rescale-dropped", MLA_MUT_LAZY_RESCALE_DROPPED),
     MODEL_MUT("fp16-partials", MLA_MUT_FP16_PARTIALS),
     MODEL_MUT("lse-no-max-shift", MLA_MUT_LSE_NO_MAX_SHIFT),
     MODEL_MUT("lse-base2", MLA_MUT_LSE_BASE2),

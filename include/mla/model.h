@@ -32,6 +32,7 @@ typedef enum {
     MLA_MUT_KV_INDICES_OFF_BY_ONE, /* kv_indices read from kv_indptr[b] + 1 */
     MLA_MUT_DRAFT_OFF_BY_ONE,   /* draft row i also sees draft i + 1 */
     MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT, /* masked drafts' values summed at weight 0 (0 x NaN) */
+    MLA_MUT_LAZY_RESCALE_DROPPED, /* a lazy running max whose moves skip the rescale of O */
     MLA_MUT_COUNT
 } mla_mutation;
 

@@ -34,7 +34,7 @@ probe() {
 for m in drop-remainder no-causal fp16-partials lse-no-max-shift lse-base2 \
          partition-off-by-one skip-head-block empty-prefix-nan split-drop-first split-drop-last \
          split-dup-next split-shift next-seq-first kv-indices-off-by-one draft-off-by-one \
-         masked-draft-zero-weight; do
+         masked-draft-zero-weight lazy-rescale-dropped; do
     probe "model:$m" '^FAIL' 160
 done
 # Bias mutants (issue 18): output transforms of a correct output whose every
