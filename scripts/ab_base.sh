@@ -81,8 +81,12 @@ for v in "${!variants[@]}"; do
     kinds="$kinds $vn"
 done
 if [ $bench_only = 0 ]; then
-    fx=(); [ "$kernel" = ws-pp ] && fx=(--backend gpu:pp)
-    pilot_validate fixtures --backend gpu --backend gpu:rows96 --backend gpu:pvg "${fx[@]}" fixtures/data
+    # The shipped files on the fixed rows plus every checked backend not among them.
+    fx=(--backend gpu --backend gpu:rows96 --backend gpu:pvg)
+    for ((i = 1; i < ${#extra[@]}; i += 2)); do
+        [[ " ${fx[*]} " = *" ${extra[i]} "* ]] || fx+=(--backend "${extra[i]}")
+    done
+    pilot_validate fixtures "${fx[@]}" fixtures/data
     pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96 "${extra[@]}"
     pilot_validate large --catalogue --backend gpu "${extra[@]}" k3-splits-wide k3-4k k3-16k dsv3-16k \
         k3-bs64-4k needle-k3-4k needle-dsv3-16k

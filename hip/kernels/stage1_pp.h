@@ -26,9 +26,12 @@ namespace mla_dev {
 //      atom (read by nobody once the chain is done), publishes the row
 //      statistics (READY), and adds P(i) V(i) for its columns (P from
 //      registers); then releases buffer x (EMPTY).
-// So the softmax of one warpgroup overlaps the other's S chain and PV on
-// the tensor pipe, and a block costs one hand-over per 64 tokens instead of
-// one per 32. The gather warpgroup (warps 0-1 the even blocks, 2-3 the odd
+// The intent: the softmax of one warpgroup overlaps the other's S chain and
+// PV on the tensor pipe, and a block costs one hand-over per 64 tokens
+// instead of one per 32. Measured on the H200 it does not pay: the READY
+// chain runs through each block's hand-over PV, chain and softmax in turn
+// (36% of the compute warps' samples wait on READY), 2.26 us a block
+// against ws-pvg's 2.1 (docs/perf-log.md steps 35-36). The gather warpgroup (warps 0-1 the even blocks, 2-3 the odd
 // ones) issues no wgmma: wgmma.fence waits for the issuing warp's copies in
 // flight (docs/perf-log.md step 27). Every hand-over is an mbarrier
 // (compute-sanitizer racecheck models them, not barrier.arrive), none of

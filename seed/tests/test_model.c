@@ -761,55 +761,41 @@ static void masked_draft_caught(mla_fixture *fx, const outputs *ref, int L, int 
 }
 
 /* The lazy running max with its rescale of O dropped: within tolerance on
- * random scores (the reference never moves past 2^8 after a split's first
- * tile), out of it once every score rises ~1 natural unit a token along the
- * prefix (channel D - 1, outside the values: q's is 1, a key's p /
- * sm_scale), which moves the max past 2^8 in every later tile. 8-token
- * tiles, so that each of the plan's short splits has several. */
-static void lazy_rescale_caught(void)
+ * random scores (fx: the reference never moves past 2^8 after a split's
+ * first tile), out of it on the catalogue's k3-ramp, whose scores rise
+ * ~12 log2 units per 64 tokens and move the max in every tile. */
+static void lazy_rescale_caught(const mla_fixture *fx)
 {
-    static const int32_t prefix[] = {600, 333};
-    const int H = 4, L = 2;
-    case_spec sp = base_spec(2, H, L, prefix);
-    mla_fixture fx;
-    outputs good, bad;
-    mla_model_opts go = mla_model_opts_default(), mo;
+    mla_fixture ramp;
+    outputs out, good;
+    mla_model_opts go = mla_model_opts_default(), mo = go;
     mla_error err;
     check_result rg, rb;
-    int b;
 
-    go.blk.block_n = 8;
-    mo = go;
     mo.mutation = MLA_MUT_LAZY_RESCALE_DROPPED;
-    build_fixture(&sp, &fx);
-    outputs_alloc(&fx, &good);
-    outputs_alloc(&fx, &bad);
-    CHECK(mla_model_run(&fx, &mo, bad.o, bad.lse, &err) == MLA_OK, "lazy: %s", err.msg);
-    check_against_fp64(&fx, &mo.blk, &bad, &rb);
+    outputs_alloc(fx, &out);
+    CHECK(mla_model_run(fx, &mo, out.o, out.lse, &err) == MLA_OK, "lazy: %s", err.msg);
+    check_against_fp64(fx, &mo.blk, &out, &rb);
     printf("  mutation %-22s random scores: %ld of %ld out of tolerance\n",
            mla_mutation_name(MLA_MUT_LAZY_RESCALE_DROPPED), rb.violations, rb.elements);
     CHECK(rb.violations == 0, "lazy_rescale_dropped shows on random scores: %s", rb.first);
+    outputs_free(&out);
 
-    const int D = fx.cfg.head_dim, ch = D - 1;
-    for (size_t t = 0; t < (size_t)fx.num_q_tokens * (size_t)H; ++t)
-        fx.q[t * (size_t)D + (size_t)ch] = mla_f32_to_bf16(1.0f);
-    for (b = 0; b < fx.cfg.num_seqs; ++b)
-        for (int64_t p = 0; p < fx.kv_indptr[b + 1] - fx.kv_indptr[b]; ++p) {
-            const int64_t slot = fx.kv_indices[fx.kv_indptr[b] + p];
-            fx.kv_buffer[(size_t)slot * (size_t)D + (size_t)ch] =
-                mla_f32_to_bf16((float)p / fx.cfg.sm_scale);
-        }
-    CHECK(mla_model_run(&fx, &go, good.o, good.lse, &err) == MLA_OK, "lazy: %s", err.msg);
-    check_against_fp64(&fx, &go.blk, &good, &rg);
-    CHECK(mla_model_run(&fx, &mo, bad.o, bad.lse, &err) == MLA_OK, "lazy: %s", err.msg);
-    check_against_fp64(&fx, &mo.blk, &bad, &rb);
-    printf("  mutation %-22s ramped scores: correct %ld, mutant %ld of %ld out of tolerance\n",
+    CHECK(mla_catalogue_generate("k3-ramp", mla_catalogue_default_seed("k3-ramp"), &ramp, &err) == MLA_OK,
+          "k3-ramp: %s", err.msg);
+    outputs_alloc(&ramp, &good);
+    outputs_alloc(&ramp, &out);
+    CHECK(mla_model_run(&ramp, &go, good.o, good.lse, &err) == MLA_OK, "lazy: %s", err.msg);
+    check_against_fp64(&ramp, &go.blk, &good, &rg);
+    CHECK(mla_model_run(&ramp, &mo, out.o, out.lse, &err) == MLA_OK, "lazy: %s", err.msg);
+    check_against_fp64(&ramp, &mo.blk, &out, &rb);
+    printf("  mutation %-22s k3-ramp: correct %ld, mutant %ld of %ld out of tolerance\n",
            mla_mutation_name(MLA_MUT_LAZY_RESCALE_DROPPED), rg.violations, rb.violations, rb.elements);
-    CHECK(rg.violations == 0, "correct model fails the ramped scores: %s", rg.first);
-    CHECK(rb.violations > 0, "mutation lazy_rescale_dropped not caught on ramped scores");
+    CHECK(rg.violations == 0, "correct model fails k3-ramp: %s", rg.first);
+    CHECK(rb.violations > 0, "mutation lazy_rescale_dropped not caught on k3-ramp");
     outputs_free(&good);
-    outputs_free(&bad);
-    mla_fixture_free(&fx);
+    outputs_free(&out);
+    mla_fixture_free(&ramp);
 }
 
 /* Each planted bug must fail the same tolerance the real model passes, and
@@ -857,7 +843,7 @@ static void mutations_caught(void)
             continue;
         }
         if (m == MLA_MUT_LAZY_RESCALE_DROPPED) {
-            lazy_rescale_caught();
+            lazy_rescale_caught(&fx);
             continue;
         }
         const mla_fixture *f = big ? &fx_big : &fx;
