@@ -74,13 +74,15 @@ extern "C" const char *mla_gpu_fast_kernel_name(int k)
         return "ws-pvg";
     case MLA_GPU_FAST_KERNEL_WS_PP:
         return "ws-pp";
+    case MLA_GPU_FAST_KERNEL_PAIR:
+        return "pair";
     }
     return "unknown";
 }
 
 extern "C" int mla_gpu_fast_kernel_parse(const char *name)
 {
-    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_WS_PP; ++k)
+    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_PAIR; ++k)
         if (name && !strcmp(name, mla_gpu_fast_kernel_name(k)))
             return k;
     return -1;
@@ -119,8 +121,8 @@ extern "C" mla_status mla_gpu_options_check(const mla_gpu_options *o, mla_error 
 {
     if (!o)
         return MLA_OK; // NULL means the defaults
-    if (o->fast_kernel < MLA_GPU_FAST_KERNEL_AUTO || o->fast_kernel > MLA_GPU_FAST_KERNEL_WS_PP) {
-        gpu_error(err, "mla_gpu_options: unknown fast_kernel %d (auto, ws, mma, ws-pvg or ws-pp)",
+    if (o->fast_kernel < MLA_GPU_FAST_KERNEL_AUTO || o->fast_kernel > MLA_GPU_FAST_KERNEL_PAIR) {
+        gpu_error(err, "mla_gpu_options: unknown fast_kernel %d (auto, ws, mma, ws-pvg, ws-pp or pair)",
                   o->fast_kernel);
         return MLA_ERR_INVALID;
     }
@@ -200,6 +202,18 @@ static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int n
 static bool fast_uses_pp(const mla_gpu_args *a, const mla_gpu_options &o)
 {
     return o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP && !kv_is_fp8(a) && fast_rows(&a->shape, o) == 64;
+}
+
+// The pair stage 1 (stage1_pair.h): fast_kernel pair on NVIDIA, bf16 pools,
+// head_dim 576 and v_head_dim 512 (each CTA of the pair holds 256 of V's
+// columns and the matching half of the rope), more than 32 and at most 96
+// rows (one pass, wgmma N = 64 or 96). Elsewhere pair runs what auto runs.
+static bool fast_uses_pair(const mla_gpu_args *a, const mla_gpu_options &o)
+{
+    const mla_shape *s = &a->shape;
+    const int hl = s->num_heads * s->q_len;
+    return kTarget == MLA_SP_NVIDIA && o.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR && !kv_is_fp8(a) &&
+           s->head_dim == D_MAX && s->v_head_dim == DV_MAX && hl > 32 && hl <= 96;
 }
 
 // Shape-level reasons the split tiers decline (mla_can_handle plus the
@@ -358,6 +372,7 @@ struct SplitLaunch {
     bool ws;         // fast stage 1 on the warp-specialized kernel
     bool pvg;        // ... with the PV warpgroups gathering (fast_kernel ws-pvg)
     bool pp;         // ... as the ping-pong kernel (fast_kernel ws-pp)
+    bool pair;       // ... as the pair kernel (fast_kernel pair)
     void *part_o;    // bf16 (fast) or fp32 (per-head) partial outputs
     float *part_lse; // natural-log partial lse
     hipStream_t stream;
@@ -427,6 +442,15 @@ static hipError_t launch_fast(const SplitLaunch &a)
     dim3 grid(a.info.num_splits, (p1.HL + rows - 1) / rows, bs);
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
+    if (a.pair) {
+        // One cluster of two CTAs per split, all rows in one pass; the
+        // draft block goes through stage 2.
+        const dim3 pg(2 * a.info.num_splits, 1, bs);
+        e = rows == 96 ? launch_stage1_pair<96>(p1, pg, a.stream) : launch_stage1_pair<64>(p1, pg, a.stream);
+        if (e != hipSuccess)
+            return e;
+        return launch_stage2<bf16_t>(p2, bs, a.stream, true);
+    }
     // ws-pvg's stage 1 takes the draft block into each sequence's last
     // split (Stage1Draft): stage 2 then merges the splits only, its blocks
     // do no draft products after stage 1's CTAs leave the SMs (about 5 us of
@@ -592,13 +616,19 @@ extern "C" mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier,
     } else if (tier == MLA_GPU_TIER_FAST) {
         r.num_splits = fast_num_splits(s, o);
         r.rows_per_cta = fast_rows(s, o);
+        if (fast_uses_pair(a, o)) {
+            // Two CTAs per split, as two 64-row blocks would take.
+            r.num_splits = mla_sp_fast_num_splits(s->num_seqs, 2, MLA_GPU_FAST_TARGET_CTAS);
+            r.rows_per_cta = s->num_heads * s->q_len <= 64 ? 64 : 96;
+        }
         const int cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads,
                                           MLA_GPU_FAST_TARGET_CTAS);
         r.min_split = mla_sp_fast_min_split(o.fast_min_split,
                                             o.fast_split_rule == MLA_GPU_SPLIT_RULE_ADAPTIVE,
                                             a->num_kv_indices, s->num_seqs, r.num_splits,
                                             s->q_len, cw);
-        r.fast_kernel = !fast_uses_ws(s, o, kv_is_fp8(a))        ? MLA_GPU_FAST_KERNEL_MMA
+        r.fast_kernel = fast_uses_pair(a, o)                 ? MLA_GPU_FAST_KERNEL_PAIR
+                        : !fast_uses_ws(s, o, kv_is_fp8(a))        ? MLA_GPU_FAST_KERNEL_MMA
                         : fast_uses_pp(a, o)                ? MLA_GPU_FAST_KERNEL_WS_PP
                         : fast_uses_pvg(a, o, r.num_splits) ? MLA_GPU_FAST_KERNEL_WS_PVG
                                                             : MLA_GPU_FAST_KERNEL_WS;
@@ -647,6 +677,7 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.ws = fast && r.fast_kernel != MLA_GPU_FAST_KERNEL_MMA;
     la.pvg = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG;
     la.pp = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP;
+    la.pair = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR;
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
     la.stream = (hipStream_t)stream;

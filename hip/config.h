@@ -192,6 +192,45 @@ constexpr Stage1PpSmem stage1_pp_smem_plan()
 static_assert(stage1_pp_smem_plan().bytes <= 232448, "ping-pong stage 1 exceeds 227 KB");
 static_assert(64 * (DV_MAX + 8) * 2 <= 2 * PP_BUF, "ping-pong partial staging fits the K/V blocks");
 
+// Pair stage 1 (stage1_pair.h; fast_kernel pair): a cluster of two CTAs
+// takes one split for all NR query rows (96 or 64), CTA r holding the nope
+// columns 256 r .. 256 r + 255 (its half of V) and rope columns 512 + 32 r
+// .. + 31 of Q and of every 64-token block. A block stage: four 128-byte
+// swizzled atoms of 64 token rows (8 KB each) and the rope part, K-major
+// without swizzle (8-row x 16-byte core matrices, 512 bytes per 8 rows).
+// Q^T the same way over NR rows. Then the partner's partial scores of this
+// CTA's own rows (fp32 [2 slots][NR / 2 columns][64 tokens], in the
+// senders' register order), the probabilities P^T (bf16 [2 slots][NR rows]
+// [64 tokens], 128-byte swizzled), the per-row rescale factors [2][NR], the
+// max-reduction and sum-reduction scratch, the final 1 / l [NR], and the
+// mbarriers.
+constexpr int PR_BN = 64;                    // tokens per block
+constexpr int PR_STAGES = 3;                 // blocks in flight
+constexpr int PR_ATOM = PR_BN * 128;         // one nope atom column of a block
+constexpr int PR_ROPE = 4 * PR_ATOM;         // offset of the rope part in a stage
+constexpr int PR_STAGE = PR_ROPE + PR_BN * 64; // bytes of one stage
+constexpr int PR_NMBAR = 3 + 3 + 2 * 6 + 3;  // FULL[3] EMPTY[3] SXF SXE MX PF PE LX(2 each) QR FIN pad
+struct Stage1PairSmem {
+    int q, stage, sx, p, alpha, red, fin, mbar, bytes;
+};
+constexpr Stage1PairSmem stage1_pair_smem_plan(int nr)
+{
+    Stage1PairSmem m{};
+    m.q = 0;
+    m.stage = m.q + ((4 * nr * 128 + nr * 64 + 1023) & ~1023);
+    m.p = m.stage + PR_STAGES * PR_STAGE;           // 1024-aligned: PR_STAGE is
+    m.sx = m.p + 2 * nr * 128;
+    m.alpha = m.sx + 2 * (nr / 2) * PR_BN * 4;
+    m.red = m.alpha + 2 * nr * 4;
+    m.fin = m.red + 2 * (nr / 2) * 4 * 4;
+    m.mbar = m.fin + nr * 4;
+    m.bytes = 1024 + m.mbar + PR_NMBAR * 8;
+    return m;
+}
+static_assert(PR_STAGE % 1024 == 0, "pair stages keep the 1024-byte swizzle alignment");
+static_assert(stage1_pair_smem_plan(96).bytes <= 232448, "pair stage 1 exceeds 227 KB");
+static_assert(96 * (256 + 8) * 2 <= PR_STAGES * PR_STAGE, "pair partial staging fits the stages");
+
 // Stage 2 (stage2_merge.h), per block of cw output columns: fp32 draft
 // scores [L][L], draft weights [L][L], split weights [L][NS], and partial
 // sums [SG][items][8] when the splits are shared among SG thread groups;

@@ -53,7 +53,8 @@ case $kernel in
     auto|ws) ;;
     ws-pvg) extra=(--backend gpu:pvg) ;;
     ws-pp) extra=(--backend gpu:pp) ;;
-    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg, ws-pp)" >&2; exit 2 ;;
+    pair) extra=(--backend gpu:pair) ;;
+    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg, ws-pp, pair)" >&2; exit 2 ;;
 esac
 extra+=("${checks[@]}")
 . "$(dirname "$0")/pilot_common.sh"
@@ -116,12 +117,12 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "bench done $(( $(date +%s) - t0 )) s"
 if [ $ncu_too = 1 ]; then
-    ncu --clock-control none --cache-control none -k "regex:stage1_(ws|pp)" -s 6 -c 1 \
+    ncu --clock-control none --cache-control none -k "regex:stage1_(ws|pp|pair)" -s 6 -c 1 \
         --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
         --section SourceCounters --page details \
         $nb --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel --out /tmp/ncu_b \
         > "$OUT/ncu.txt" 2>&1
-    pilot_ncu_top k3bs32 "stage1_(ws|pp)" 45 --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel \
+    pilot_ncu_top k3bs32 "stage1_(ws|pp|pair)" 45 --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel \
         --out /tmp/ncu_b
     echo "ncu done $(( $(date +%s) - t0 )) s"
 fi

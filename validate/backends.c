@@ -220,7 +220,8 @@ static mla_status run_bias_mutant(const mla_backend *b, const mla_fixture *fx, m
 }
 
 /* Variants of the fast tier that stay selectable (docs/gpu-design.md). */
-enum { GPU_VARIANT_DEFAULT = 0, GPU_VARIANT_ROWS96 = 1, GPU_VARIANT_MMA = 2, GPU_VARIANT_PVG = 3, GPU_VARIANT_PP = 4 };
+enum { GPU_VARIANT_DEFAULT = 0, GPU_VARIANT_ROWS96 = 1, GPU_VARIANT_MMA = 2, GPU_VARIANT_PVG = 3, GPU_VARIANT_PP = 4,
+       GPU_VARIANT_PAIR = 5 };
 
 #ifdef MLA_HAVE_GPU
 static int gpu_available(const mla_backend *b, char *why, size_t n)
@@ -247,6 +248,9 @@ static mla_status run_gpu(const mla_backend *b, const mla_fixture *fx, mla_outpu
         break;
     case GPU_VARIANT_PP:
         opt.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PP;
+        break;
+    case GPU_VARIANT_PAIR:
+        opt.fast_kernel = MLA_GPU_FAST_KERNEL_PAIR;
         break;
     default:
         break;
@@ -401,6 +405,12 @@ static const mla_backend BACKENDS[] = {
      .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
      .in_default_set = 0, .available = gpu_available, .run = run_gpu,
      .arg = GPU_FAST | GPU_VARIANT_PP << 4},
+    {.name = "gpu:pair", .kind = MLA_KIND_GPU_FAST,
+     .description = "GPU fast path, variant: pair stage 1, all rows unpadded in one pass, "
+                    "the head dimension split over a two-CTA cluster (pair)" GPU_NOTE,
+     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
+     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
+     .arg = GPU_FAST | GPU_VARIANT_PAIR << 4},
     EMU_ROW("amd-gfx942-emu", "gfx942", GPU_FAST_TIER, 0, MLA_PATH_BF16_P_PARTIALS,
             MLA_EXPECT_SPEC_DECLINES, "fast path (32-row MFMA blocks, Q in registers)"),
     EMU_ROW("amd-gfx950-emu", "gfx950", GPU_FAST_TIER, EMU_GFX950, MLA_PATH_BF16_P_PARTIALS,

@@ -47,10 +47,14 @@ typedef enum {
     MLA_GPU_FAST_KERNEL_WS_PVG = 3, /* auto, but every 64-row bf16 ws stage 1 runs the softmax
                                       in its PV warpgroups (the producer gathers and issues
                                       QK^T only; five stages) */
-    MLA_GPU_FAST_KERNEL_WS_PP = 4  /* ws, but every 64-row bf16 ws stage 1 runs the ping-pong
+    MLA_GPU_FAST_KERNEL_WS_PP = 4, /* ws, but every 64-row bf16 ws stage 1 runs the ping-pong
                                       kernel: two compute warpgroups take 64-token blocks in
                                       turn (S, softmax, half of O each), a third gathers.
                                       Never chosen by auto */
+    MLA_GPU_FAST_KERNEL_PAIR = 5   /* auto, but bf16 pools with head_dim 576, v_head_dim 512
+                                      and 33-96 rows (num_heads * q_len) run the pair stage 1:
+                                      all rows unpadded in one pass (S^T = K Q^T), the head
+                                      dimension split over a cluster of two CTAs */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */
