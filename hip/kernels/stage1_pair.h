@@ -72,6 +72,21 @@ __device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 2], uint32_t stag
     wg_commit();
 }
 
+#ifndef MLA_PAIR_AHEAD
+#define MLA_PAIR_AHEAD 1
+#endif
+
+// a if c else b, as one selp: a C select of acc[lo] and acc[hi] becomes a
+// load from acc[c ? lo : hi], which puts the accumulators in local memory.
+__device__ __forceinline__ float pair_pick(bool c, float a, float b)
+{
+    float y;
+    asm("{\n.reg .pred q;\nsetp.ne.b32 q, %3, 0;\nselp.f32 %0, %1, %2, q;\n}\n"
+        : "=f"(y)
+        : "f"(a), "f"(b), "r"((int)c));
+    return y;
+}
+
 template <int NR>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_kernel(Stage1Params p)
 {
@@ -86,16 +101,18 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     float *Alpha = (float *)(base + SM.alpha);
     float *Red = (float *)(base + SM.red);
     float *Fin = (float *)(base + SM.fin);
-    // FULL[3] (64: the gather warps of the block's parity): the block landed.
-    // EMPTY[3] (384: warpgroups 1-3): done with the stage. SXF[2] (128, from
-    // the partner's warpgroup 1): its partial scores of my rows are in Sx.
-    // SXE[2] (128, from the partner): it has read my partial scores out of
+    // FULL[3] (32: gather warp s owns stage s): the block landed. EMPTY[3]
+    // (12: the warps of warpgroups 1-3): done with the stage. SXF[2] (4:
+    // the partner's warpgroup-1 warps): its partial scores of my rows are in
+    // Sx. SXE[2] (4, from the partner): it has read my partial scores out of
     // its Sx slot. MX[2] (128): the block's column maxima are in Red. PF[2]
-    // (256: warpgroup 1 here and in the partner): P^T and the rescale factors
-    // of the block are in. PE[2] (512: warpgroups 2-3 here and in the
-    // partner): both CTAs' PV are done with the P slot. LX (128): the row
-    // sums are in Red. QR (128): Q^T landed. FIN (256: warpgroup 1 here and
-    // in the partner): every row's 1 / l is in Fin.
+    // (8: warpgroup 1's warps here and in the partner): P^T and the rescale
+    // factors of the block are in. PE[2] (16: warpgroups 2-3's warps here and
+    // in the partner): both CTAs' PV are done with the P slot. LX (128): the
+    // row sums are in Red. QR (128): Q^T landed. FIN (8: warpgroup 1's warps
+    // here and in the partner): every row's 1 / l is in Fin. Arrivals per
+    // warp: __syncwarp orders the lanes' writes before lane 0's release, and
+    // remote arrivals are DSMEM transactions (a fifth as many per block).
     const uint32_t mb = base_s + SM.mbar;
     const uint32_t mb_full = mb, mb_empty = mb + 24, mb_sxf = mb + 48, mb_sxe = mb + 64, mb_mx = mb + 80,
                    mb_pf = mb + 96, mb_pe = mb + 112, mb_lx = mb + 128, mb_qr = mb + 136, mb_fin = mb + 144;
@@ -103,7 +120,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     pdl_launch_dependents();
     const int r = (int)cluster_rank(), s = blockIdx.x >> 1, b = blockIdx.z;
     const uint32_t pr = (uint32_t)(1 - r);
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31;
     int kv0, beg, end;
     // Both CTAs of a cluster take the same split: an inactive one leaves as
     // a pair, before any cluster barrier.
@@ -114,19 +131,19 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     const int nb = (n + PR_BN - 1) / PR_BN;
     if (tid == 0) {
         for (int i = 0; i < 3; ++i) {
-            mbar_init(mb_full + 8u * i, 64);
-            mbar_init(mb_empty + 8u * i, 384);
+            mbar_init(mb_full + 8u * i, 32);
+            mbar_init(mb_empty + 8u * i, 12);
         }
         for (int i = 0; i < 2; ++i) {
-            mbar_init(mb_sxf + 8u * i, 128);
-            mbar_init(mb_sxe + 8u * i, 128);
+            mbar_init(mb_sxf + 8u * i, 4);
+            mbar_init(mb_sxe + 8u * i, 4);
             mbar_init(mb_mx + 8u * i, 128);
-            mbar_init(mb_pf + 8u * i, 256);
-            mbar_init(mb_pe + 8u * i, 512);
+            mbar_init(mb_pf + 8u * i, 8);
+            mbar_init(mb_pe + 8u * i, 16);
         }
         mbar_init(mb_lx, 128);
         mbar_init(mb_qr, 128);
-        mbar_init(mb_fin, 256);
+        mbar_init(mb_fin, 8);
         fence_mbar_init_cluster();
     }
     __syncthreads();
@@ -135,46 +152,62 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     constexpr int OSP = 256 + 8; // staged partial rows: 256 columns of this CTA
     bf16_t *Os = (bf16_t *)(base + SM.stage);
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+    // Lane 0 of each warp arrives for the warp, once every lane is past this
+    // point (local or, with remote, the partner's copy of the barrier).
+    auto warp_arrive = [&](uint32_t bar, bool remote) {
+        __syncwarp();
+        if (lane == 0) {
+            if (remote)
+                mbar_arrive_remote(cluster_map(bar, pr));
+            else
+                mbar_arrive(bar);
+        }
+    };
 
     if (wg == 0) {
-        // Gather: warps 2 gp, 2 gp + 1 take the blocks of parity gp. 8
-        // threads per token row (chunk gc of each 128-byte nope line; gc < 4
-        // also the rope chunk), tokens tk + 8 i of the block.
-        regs_dec<40>();
-        const int gp = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
+        // Gather: warp g (0-2) owns stage g and takes the blocks j = g mod 3,
+        // three blocks in flight; warp 3 has nothing to do. 8 lanes per token
+        // row (chunk gc of each 128-byte nope line; gc < 4 also the rope
+        // chunk), tokens tk + 4 i of the block.
+        regs_dec<56>();
+        const int g = tid >> 5, tk = lane >> 3, gc = lane & 7;
         const long long col0 = 256LL * r + 8 * gc, rope0 = 512LL + 32 * r + 8 * gc;
-        const uint32_t dn = (uint32_t)(tk * 128 + ((gc ^ tk) << 4));
-        const uint32_t dr = (uint32_t)(PR_ROPE + gc * 128 + tk * 16);
-        for (int j = gp; j < nb; j += 2) {
-            const int stg = j % PR_STAGES;
-            if (j >= PR_STAGES)
-                mbar_wait(mb_empty + 8u * stg, ((j / PR_STAGES) - 1) & 1);
-            const uint32_t dst = st_s + (uint32_t)(stg * PR_STAGE);
+        if (g < PR_STAGES) {
+            const uint32_t dst = st_s + (uint32_t)(g * PR_STAGE);
+            for (int j = g, u = 0; j < nb; j += PR_STAGES, ++u) {
+                if (u >= 1)
+                    mbar_wait(mb_empty + 8u * g, (uint32_t)(u - 1) & 1);
+#pragma unroll 4
+                for (int i = 0; i < 16; ++i) {
+                    const int t = tk + 4 * i, gt = j * PR_BN + t;
+                    const int64_t sl = gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
+                    // Tokens past the split's end are zero-filled (a masked
+                    // key's zero weight must never meet a stale NaN).
+                    const bf16_t *row = p.kv + (sl >= 0 ? sl : 0) * p.kv_ss;
+                    const int nbytes = sl >= 0 ? 16 : 0;
+                    const uint32_t dn = dst + (uint32_t)(t * 128 + ((gc ^ (t & 7)) << 4));
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const int gt = j * PR_BN + tk + 8 * i;
-                const int64_t sl = gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
-                // Tokens past the split's end are zero-filled (a masked
-                // key's zero weight must never meet a stale NaN).
-                const bf16_t *row = p.kv + (sl >= 0 ? sl : 0) * p.kv_ss;
-                const int nbytes = sl >= 0 ? 16 : 0;
-#pragma unroll
-                for (int a = 0; a < 4; ++a)
-                    cp_async16_s(dst + dn + (uint32_t)(i * 1024 + a * PR_ATOM), row + col0 + 64 * a, nbytes);
-                if (gc < 4)
-                    cp_async16_s(dst + dr + (uint32_t)(i * 512), row + rope0, nbytes);
+                    for (int a = 0; a < 4; ++a)
+                        cp_async16_s(dn + (uint32_t)(a * PR_ATOM), row + col0 + 64 * a, nbytes);
+                    if (gc < 4)
+                        cp_async16_s(dst + (uint32_t)(PR_ROPE + (t >> 3) * 512 + gc * 128 + (t & 7) * 16),
+                                     row + rope0, nbytes);
+                }
+                cp_async_commit();
+                cp_async_wait_group<0>();
+                fence_proxy_async(); // wgmma (async proxy) reads the block
+                mbar_arrive(mb_full + 8u * g);
             }
-            cp_async_commit();
-            cp_async_wait_group<0>();
-            fence_proxy_async(); // wgmma (async proxy) reads the block
-            mbar_arrive(mb_full + 8u * stg);
         }
         nbar_sync(BAR_END, NT);
         nbar_sync(BAR_END, NT);
     } else if (wg == 1) {
-        // S^T chain, exchange and softmax of this CTA's rows.
-        regs_inc<160>();
-        const int ts = tid - 128, w = ts >> 5, lane = ts & 31, t4 = lane & 3;
+        // S^T chain, exchange and softmax of this CTA's rows. The chain of
+        // block i + 1 is issued before the exchange of block i (MLA_PAIR_AHEAD,
+        // default 1), so the tensor pipe has it while this warpgroup waits
+        // for the partner and runs the softmax.
+        regs_inc<200>();
+        const int ts = tid - 128, w = ts >> 5, t4 = lane & 3;
         const int tk0 = 16 * w + (lane >> 2); // token rows tk0, tk0 + 8
         const int oj0 = r * JH;
         // Q^T: all NR rows (zero past HL), this CTA's 288 columns.
@@ -204,45 +237,65 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             m_run[c] = -INFINITY;
             l_run[c] = 0.f;
         }
-        for (int i = 0; i < nb; ++i) {
-            const int stg = i % PR_STAGES, sl2 = i & 1;
-            const uint32_t ph2 = (uint32_t)(i >> 1) & 1;
-            float acc[NA];
+        // Block i from acc (its chain done), the next chain into nxt, which
+        // becomes acc at the end of the iteration (48 moves: swapping two
+        // arrays between the halves of an unrolled pair let nvcc merge the
+        // halves through a pointer, and both went to local memory).
+        float acc[NA], nxt[NA];
+        auto chain = [&](int i, float (&a)[NA]) {
+            const int stg = i % PR_STAGES;
             mbar_wait(mb_full + 8u * stg, (uint32_t)(i / PR_STAGES) & 1);
-            pair_s_chain<NR>(acc, st_s + (uint32_t)(stg * PR_STAGE), q_s);
+            pair_s_chain<NR>(a, st_s + (uint32_t)(stg * PR_STAGE), q_s);
+        };
+        if (nb > 0) {
+            chain(0, acc);
             wg_wait<0>();
+        }
+        for (int i = 0; i < nb; ++i) {
+            const int sl2 = i & 1;
+            const uint32_t ph2 = (uint32_t)(i >> 1) & 1;
+            // A chain past the last block (i + 1 == nb) re-reads the last
+            // block's stage, which nobody writes any more, and is
+            // discarded: issuing it keeps the step one basic block, and
+            // the wait at the step's end leaves no wgmma in flight across
+            // the loop (ptxas serializes every wgmma otherwise, C7518).
+            if (MLA_PAIR_AHEAD)
+                chain(i + 1 < nb ? i + 1 : i, nxt);
             fence_regs(acc);
-            mbar_arrive(mb_empty + 8u * stg);
+            warp_arrive(mb_empty + 8u * (i % PR_STAGES), false);
             // The partner's rows to the partner (its Sx slot, once it has
-            // read what it held), then mine from it.
+            // read what it held), then mine from it. r is known at run time
+            // only: select, so that acc stays in registers (an index by r
+            // puts it in local memory).
             if (i >= 2)
                 mbar_wait_cluster(mb_sxe + 8u * sl2, ph2 ^ 1);
             const uint32_t sxr = sx_remote + (uint32_t)(sl2 * NA * PR_BN * 4);
-            // r is known at run time only: select, so that acc stays in
-            // registers (an index by r puts it in local memory).
             float own[JH][4];
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj)
+            for (int jj = 0; jj < JH; ++jj) {
+                const int lo = 4 * jj, hi = 4 * (JH + jj);
+                float4 out;
+                out.x = pair_pick(r, acc[lo], acc[hi]);
+                out.y = pair_pick(r, acc[lo + 1], acc[hi + 1]);
+                out.z = pair_pick(r, acc[lo + 2], acc[hi + 2]);
+                out.w = pair_pick(r, acc[lo + 3], acc[hi + 3]);
+                st_cluster_v4(sxr + (uint32_t)((jj * 128 + ts) * 16), *(const uint4 *)&out);
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int lo = 4 * jj + 2 * h, hi = 4 * (JH + jj) + 2 * h;
-                    st_cluster_f2(sxr + (uint32_t)(((2 * jj + h) * 128 + ts) * 8), r ? acc[lo] : acc[hi],
-                                  r ? acc[lo + 1] : acc[hi + 1]);
-                    own[jj][2 * h] = r ? acc[hi] : acc[lo];
-                    own[jj][2 * h + 1] = r ? acc[hi + 1] : acc[lo + 1];
-                }
-            mbar_arrive_remote(cluster_map(mb_sxf + 8u * sl2, pr));
+                for (int k = 0; k < 4; ++k)
+                    own[jj][k] = pair_pick(r, acc[hi + k], acc[lo + k]);
+            }
+            warp_arrive(mb_sxf + 8u * sl2, true);
             mbar_wait_cluster(mb_sxf + 8u * sl2, ph2);
             const float *sxl = Sx + sl2 * NA * PR_BN;
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const float2 v = *(const float2 *)(sxl + ((2 * jj + h) * 128 + ts) * 2);
-                    own[jj][2 * h] += v.x;
-                    own[jj][2 * h + 1] += v.y;
-                }
-            mbar_arrive_remote(cluster_map(mb_sxe + 8u * sl2, pr));
+            for (int jj = 0; jj < JH; ++jj) {
+                const float4 v4 = *(const float4 *)(sxl + (jj * 128 + ts) * 4);
+                own[jj][0] += v4.x;
+                own[jj][1] += v4.y;
+                own[jj][2] += v4.z;
+                own[jj][3] += v4.w;
+            }
+            warp_arrive(mb_sxe + 8u * sl2, true);
             // Online softmax (base 2) of my NR / 2 rows over the block's 64
             // tokens: the column maxima over the 16 tokens of each warp
             // (two per lane, then the lanes of equal t4), across the four
@@ -344,8 +397,16 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                     }
             }
             fence_proxy_async_all(); // both CTAs' wgmma read P^T
-            mbar_arrive(mb_pf + 8u * sl2);
-            mbar_arrive_remote(cluster_map(mb_pf + 8u * sl2, pr));
+            warp_arrive(mb_pf + 8u * sl2, false);
+            if (lane == 0)
+                mbar_arrive_remote(cluster_map(mb_pf + 8u * sl2, pr));
+            if (!MLA_PAIR_AHEAD && i + 1 < nb)
+                chain(i + 1, nxt);
+            wg_wait<0>();
+            fence_regs(nxt);
+#pragma unroll
+            for (int k = 0; k < NA; ++k)
+                acc[k] = nxt[k];
         }
         // Row sums: over the lanes of equal t4, then the four warps.
         float lsum[2 * JH];
@@ -357,8 +418,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             x += __shfl_xor_sync(0xffffffffu, x, 16);
             lsum[c] = x;
         }
-        // Red's slot (nb & 1) was last read for block nb - 2 (before this
-        // thread's MX wait for block nb - 1); use a slot nobody reads again.
+        // Red's slot (nb & 1) was last read for block nb - 2, before each
+        // thread's MX arrival for block nb - 1.
         float *red = Red + (nb & 1) * NA * 4;
         mbar_wait(mb_mx + 8u * ((nb + 1) & 1), nb >= 1 ? ((uint32_t)((nb - 1) >> 1) & 1) : 1u);
         if (lane < 4) {
@@ -389,22 +450,21 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                         p.part_lse[part_row0 + rr] = l != 0.f ? (m_run[c] + __log2f(l)) * LN2 : -INFINITY;
                 }
         }
-        mbar_arrive(mb_fin);
-        mbar_arrive_remote(cluster_map(mb_fin, pr));
+        warp_arrive(mb_fin, false);
+        if (lane == 0)
+            mbar_arrive_remote(cluster_map(mb_fin, pr));
         nbar_sync(BAR_END, NT);
         nbar_sync(BAR_END, NT);
     } else {
         // O^T[256 r + 64 mt .. + 63][NR] for m-tiles mt = 2x, 2x + 1: thread
         // rows (dv) 16 w + lane / 4 (+ 8), columns (query rows) 8j + 2 t4 (+1).
-        regs_inc<152>();
-        const int x = wg - 2, ts = tid & 127, w = ts >> 5, lane = ts & 31, t4 = lane & 3;
+        const int x = wg - 2, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
         float o[2][NA];
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
             for (int k = 0; k < NA; ++k)
                 o[i][k] = 0.f;
-        const uint32_t pe_remote = cluster_map(mb_pe, pr);
         for (int i = 0; i < nb; ++i) {
             const int stg = i % PR_STAGES, sl2 = i & 1;
             const uint32_t ph2 = (uint32_t)(i >> 1) & 1;
@@ -444,9 +504,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             wg_wait<0>();
             fence_regs(o[0]);
             fence_regs(o[1]);
-            mbar_arrive(mb_empty + 8u * stg);
-            mbar_arrive(mb_pe + 8u * sl2);
-            mbar_arrive_remote(pe_remote + 8u * sl2);
+            warp_arrive(mb_empty + 8u * stg, false);
+            if (lane == 0) {
+                mbar_arrive(mb_pe + 8u * sl2);
+                mbar_arrive_remote(cluster_map(mb_pe + 8u * sl2, pr));
+            }
         }
         nbar_sync(BAR_END, NT); // every wgmma and copy of this CTA is done
         mbar_wait_cluster(mb_fin, 0);
