@@ -33,52 +33,48 @@ __device__ __forceinline__ uint32_t cluster_map(uint32_t s, uint32_t rank)
 #endif
     return r;
 }
-__device__ __forceinline__ void st_cluster_f2(uint32_t a, float x, float y)
+// Why data crosses CTAs only through st.async: a release.cluster arrival
+// compiles to MEMBAR.ALL.GPU and an acquire.cluster wait to an L1
+// invalidation (CCTL.IVALL); in the pair kernel's first form those took
+// 40% of the stall samples (docs/perf-log.md step 37). st.async writes the
+// other CTA's shared memory and counts its bytes on that CTA's mbarrier
+// (complete_tx), whose local waiters then see the data at CTA scope.
+// A store into the other CTA's shared memory (a shared::cluster address)
+// whose 16 bytes complete_tx on that CTA's mbarrier `bar` (also a
+// shared::cluster address). st.async is a generic-proxy write: a wgmma
+// reader needs fence.proxy.async after its wait.
+__device__ __forceinline__ void st_async_v4(uint32_t a, uint4 v, uint32_t bar)
 {
 #if defined(MLA_HAVE_CLUSTER)
-    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
-#endif
-}
-__device__ __forceinline__ void st_cluster_f(uint32_t a, float x)
-{
-#if defined(MLA_HAVE_CLUSTER)
-    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(a), "f"(x) : "memory");
-#endif
-}
-__device__ __forceinline__ void st_cluster_v4(uint32_t a, uint4 v)
-{
-#if defined(MLA_HAVE_CLUSTER)
-    asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y),
-                 "r"(v.z), "r"(v.w)
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(a),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
                  : "memory");
 #endif
 }
-// Arrival on an mbarrier of the other CTA (a shared::cluster address),
-// releasing this thread's earlier writes at cluster scope.
+__device__ __forceinline__ void st_async_f(uint32_t a, float x, uint32_t bar)
+{
+#if defined(MLA_HAVE_CLUSTER)
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(a),
+                 "r"(__float_as_uint(x)), "r"(bar)
+                 : "memory");
+#endif
+}
+// An arrival that also expects `bytes` of st.async (or bulk-copy) data on a
+// local mbarrier: the phase completes when every arrival is in and the
+// bytes have landed, in either order.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
+{
+#if defined(MLA_HAVE_CLUSTER)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// A bare signal on the other CTA's mbarrier (a shared::cluster address),
+// default semantics: it carries no data, only "done reading" (the reads it
+// follows, wgmma operand reads, retired at the warpgroup's wait).
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t a)
 {
 #if defined(MLA_HAVE_CLUSTER)
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(a) : "memory");
-#endif
-}
-// Wait on a local mbarrier whose arrivals may come from the other CTA:
-// acquire at cluster scope.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
-{
-#if defined(MLA_HAVE_CLUSTER)
-    asm volatile("{\n.reg .pred p;\nWAIT:\n"
-                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT;\n}\n" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-#endif
-}
-// Generic-proxy writes (this thread's, any state space) before async-proxy
-// reads (the other CTA's wgmma).
-__device__ __forceinline__ void fence_proxy_async_all()
-{
-#if defined(MLA_HAVE_CLUSTER)
-    asm volatile("fence.proxy.async;\n" ::: "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(a) : "memory");
 #endif
 }
 // mbarrier.init visible to the other CTA's arrivals.

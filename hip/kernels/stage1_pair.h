@@ -102,19 +102,23 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     float *Red = (float *)(base + SM.red);
     float *Fin = (float *)(base + SM.fin);
     // FULL[3] (32: gather warp s owns stage s): the block landed. EMPTY[3]
-    // (12: the warps of warpgroups 1-3): done with the stage. SXF[2] (4:
-    // the partner's warpgroup-1 warps): its partial scores of my rows are in
-    // Sx. SXE[2] (4, from the partner): it has read my partial scores out of
-    // its Sx slot. MX[2] (128): the block's column maxima are in Red. PF[2]
-    // (8: warpgroup 1's warps here and in the partner): P^T and the rescale
-    // factors of the block are in. PE[2] (16: warpgroups 2-3's warps here and
-    // in the partner): both CTAs' PV are done with the P slot. LX (128): the
-    // row sums are in Red. QR (128): Q^T landed. FIN (8: warpgroup 1's warps
-    // here and in the partner): every row's 1 / l is in Fin. Arrivals per
-    // warp: __syncwarp orders the lanes' writes before lane 0's release, and
-    // remote arrivals are DSMEM transactions (a fifth as many per block).
+    // (12: the warps of warpgroups 1-3): done with the stage. SXF[2] (1
+    // arrival, the local arm, + the partner's 12,288 bytes of st.async at
+    // NR 96): its partial scores of my rows are in Sx. (Its slot is free
+    // again without a barrier: the partner writes it for block i + 2 only
+    // after it has my scores of block i + 1, which each of my threads sends
+    // after reading the slot for block i.) MX[2] (128): the block's column
+    // maxima are in Red. PF[2] (4: warpgroup 1's warps, one also arming the
+    // partner's bytes of P^T and rescale factors): the block's P^T is in.
+    // PE[2] (16: warpgroups 2-3's warps here and in the partner): both
+    // CTAs' PV are done with the P slot. LX (128): the row sums are in Red.
+    // QR (128): Q^T landed. FIN (4, one arming the partner's bytes): every
+    // row's 1 / l is in Fin. Arrivals per warp: __syncwarp orders the
+    // lanes' writes before lane 0's release. Data crosses CTAs only as
+    // st.async (device/cluster_sm90.h says why), so every wait is a plain
+    // CTA-scope wait.
     const uint32_t mb = base_s + SM.mbar;
-    const uint32_t mb_full = mb, mb_empty = mb + 24, mb_sxf = mb + 48, mb_sxe = mb + 64, mb_mx = mb + 80,
+    const uint32_t mb_full = mb, mb_empty = mb + 24, mb_sxf = mb + 48, mb_mx = mb + 80,
                    mb_pf = mb + 96, mb_pe = mb + 112, mb_lx = mb + 128, mb_qr = mb + 136, mb_fin = mb + 144;
 
     pdl_launch_dependents();
@@ -135,15 +139,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             mbar_init(mb_empty + 8u * i, 12);
         }
         for (int i = 0; i < 2; ++i) {
-            mbar_init(mb_sxf + 8u * i, 4);
-            mbar_init(mb_sxe + 8u * i, 4);
+            mbar_init(mb_sxf + 8u * i, 1);
             mbar_init(mb_mx + 8u * i, 128);
-            mbar_init(mb_pf + 8u * i, 8);
+            mbar_init(mb_pf + 8u * i, 4);
             mbar_init(mb_pe + 8u * i, 16);
         }
         mbar_init(mb_lx, 128);
         mbar_init(mb_qr, 128);
-        mbar_init(mb_fin, 8);
+        mbar_init(mb_fin, 4);
         fence_mbar_init_cluster();
     }
     __syncthreads();
@@ -154,14 +157,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
     // Lane 0 of each warp arrives for the warp, once every lane is past this
     // point (local or, with remote, the partner's copy of the barrier).
-    auto warp_arrive = [&](uint32_t bar, bool remote) {
+    auto warp_arrive = [&](uint32_t bar) {
         __syncwarp();
-        if (lane == 0) {
-            if (remote)
-                mbar_arrive_remote(cluster_map(bar, pr));
-            else
-                mbar_arrive(bar);
-        }
+        if (lane == 0)
+            mbar_arrive(bar);
     };
 
     if (wg == 0) {
@@ -262,14 +261,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             if (MLA_PAIR_AHEAD)
                 chain(i + 1 < nb ? i + 1 : i, nxt);
             fence_regs(acc);
-            warp_arrive(mb_empty + 8u * (i % PR_STAGES), false);
+            warp_arrive(mb_empty + 8u * (i % PR_STAGES));
             // The partner's rows to the partner (its Sx slot, once it has
             // read what it held), then mine from it. r is known at run time
             // only: select, so that acc stays in registers (an index by r
             // puts it in local memory).
-            if (i >= 2)
-                mbar_wait_cluster(mb_sxe + 8u * sl2, ph2 ^ 1);
             const uint32_t sxr = sx_remote + (uint32_t)(sl2 * NA * PR_BN * 4);
+            const uint32_t sxf_r = cluster_map(mb_sxf + 8u * sl2, pr);
             float own[JH][4];
 #pragma unroll
             for (int jj = 0; jj < JH; ++jj) {
@@ -279,13 +277,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                 out.y = pair_pick(r, acc[lo + 1], acc[hi + 1]);
                 out.z = pair_pick(r, acc[lo + 2], acc[hi + 2]);
                 out.w = pair_pick(r, acc[lo + 3], acc[hi + 3]);
-                st_cluster_v4(sxr + (uint32_t)((jj * 128 + ts) * 16), *(const uint4 *)&out);
+                st_async_v4(sxr + (uint32_t)((jj * 128 + ts) * 16), *(const uint4 *)&out, sxf_r);
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
                     own[jj][k] = pair_pick(r, acc[hi + k], acc[lo + k]);
             }
-            warp_arrive(mb_sxf + 8u * sl2, true);
-            mbar_wait_cluster(mb_sxf + 8u * sl2, ph2);
+            if (ts == 0)
+                mbar_arrive_expect_tx(mb_sxf + 8u * sl2, NA * PR_BN * 4);
+            mbar_wait(mb_sxf + 8u * sl2, ph2);
             const float *sxl = Sx + sl2 * NA * PR_BN;
 #pragma unroll
             for (int jj = 0; jj < JH; ++jj) {
@@ -295,7 +294,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                 own[jj][2] += v4.z;
                 own[jj][3] += v4.w;
             }
-            warp_arrive(mb_sxe + 8u * sl2, true);
             // Online softmax (base 2) of my NR / 2 rows over the block's 64
             // tokens: the column maxima over the 16 tokens of each warp
             // (two per lane, then the lanes of equal t4), across the four
@@ -331,7 +329,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             // The P slot is free in both CTAs once both PVs of block i - 2
             // are done.
             if (i >= 2)
-                mbar_wait_cluster(mb_pe + 8u * sl2, ph2 ^ 1);
+                mbar_wait(mb_pe + 8u * sl2, ph2 ^ 1);
             mbar_wait(mb_mx + 8u * sl2, ph2);
             float al[2 * JH];
             uint32_t pk[JH][2];
@@ -375,6 +373,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             // The same bytes to the partner: this warp's two chunks of each
             // of my NR / 2 rows.
             const uint32_t pr_dst = p_remote + (uint32_t)(sl2 * NR * 128);
+            const uint32_t pf_r = cluster_map(mb_pf + 8u * sl2, pr);
 #pragma unroll
             for (int k = 0; k < NR / 32; ++k) {
                 const int idx = lane + 32 * k, nrow = 8 * oj0 + (idx >> 1), cc = 2 * w + (idx & 1);
@@ -383,7 +382,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                 asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                              : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
                              : "r"(pl + off));
-                st_cluster_v4(pr_dst + off, d);
+                st_async_v4(pr_dst + off, d, pf_r);
             }
             if (w == 0 && lane < 4) {
                 float *alx = Alpha + sl2 * NR;
@@ -393,13 +392,19 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                     for (int e = 0; e < 2; ++e) {
                         const int col = 8 * (oj0 + jj) + 2 * t4 + e;
                         alx[col] = al[2 * jj + e];
-                        st_cluster_f(al_remote + (uint32_t)((sl2 * NR + col) * 4), al[2 * jj + e]);
+                        st_async_f(al_remote + (uint32_t)((sl2 * NR + col) * 4), al[2 * jj + e], pf_r);
                     }
             }
-            fence_proxy_async_all(); // both CTAs' wgmma read P^T
-            warp_arrive(mb_pf + 8u * sl2, false);
-            if (lane == 0)
-                mbar_arrive_remote(cluster_map(mb_pf + 8u * sl2, pr));
+            fence_proxy_async(); // this CTA's wgmma read the local P^T
+            __syncwarp();
+            if (lane == 0) {
+                // Warp 0 also arms the partner's bytes: its NR / 2 rows of
+                // P^T and their rescale factors.
+                if (w == 0)
+                    mbar_arrive_expect_tx(mb_pf + 8u * sl2, NA * 128 + NA * 4);
+                else
+                    mbar_arrive(mb_pf + 8u * sl2);
+            }
             if (!MLA_PAIR_AHEAD && i + 1 < nb)
                 chain(i + 1, nxt);
             wg_wait<0>();
@@ -432,7 +437,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         mbar_arrive(mb_lx);
         mbar_wait(mb_lx, 0);
         if (w == 0 && lane < 4) {
-            const uint32_t fin_remote = cluster_map(base_s + SM.fin, pr);
+            const uint32_t fin_remote = cluster_map(base_s + SM.fin, pr), fin_r = cluster_map(mb_fin, pr);
 #pragma unroll
             for (int jj = 0; jj < JH; ++jj)
 #pragma unroll
@@ -442,7 +447,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                     const float l = (l4.x + l4.y) + (l4.z + l4.w);
                     const float f = l != 0.f ? p.v_scale / l : 0.f;
                     Fin[col] = f;
-                    st_cluster_f(fin_remote + (uint32_t)(col * 4), f);
+                    st_async_f(fin_remote + (uint32_t)(col * 4), f, fin_r);
                     bool ok;
                     const int rr = row_of(p, NR, 0, col, ok);
                     // NaN (a NaN score): NaN lse, not -inf.
@@ -450,9 +455,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                         p.part_lse[part_row0 + rr] = l != 0.f ? (m_run[c] + __log2f(l)) * LN2 : -INFINITY;
                 }
         }
-        warp_arrive(mb_fin, false);
-        if (lane == 0)
-            mbar_arrive_remote(cluster_map(mb_fin, pr));
+        __syncwarp();
+        if (lane == 0) {
+            if (w == 0)
+                mbar_arrive_expect_tx(mb_fin, NA * 4);
+            else
+                mbar_arrive(mb_fin);
+        }
         nbar_sync(BAR_END, NT);
         nbar_sync(BAR_END, NT);
     } else {
@@ -469,8 +478,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             const int stg = i % PR_STAGES, sl2 = i & 1;
             const uint32_t ph2 = (uint32_t)(i >> 1) & 1;
             mbar_wait(mb_full + 8u * stg, (uint32_t)(i / PR_STAGES) & 1);
-            mbar_wait_cluster(mb_pf + 8u * sl2, ph2);
-            fence_proxy_async_all();
+            mbar_wait(mb_pf + 8u * sl2, ph2);
+            fence_proxy_async(); // the partner's rows of P^T came as st.async (generic proxy)
             const float *al = Alpha + sl2 * NR;
             float2 a[JH * 2];
             bool moved = false;
@@ -504,14 +513,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             wg_wait<0>();
             fence_regs(o[0]);
             fence_regs(o[1]);
-            warp_arrive(mb_empty + 8u * stg, false);
+            warp_arrive(mb_empty + 8u * stg);
             if (lane == 0) {
                 mbar_arrive(mb_pe + 8u * sl2);
                 mbar_arrive_remote(cluster_map(mb_pe + 8u * sl2, pr));
             }
         }
         nbar_sync(BAR_END, NT); // every wgmma and copy of this CTA is done
-        mbar_wait_cluster(mb_fin, 0);
+        mbar_wait(mb_fin, 0);
 #pragma unroll
         for (int j = 0; j < 2 * JH; ++j)
 #pragma unroll
