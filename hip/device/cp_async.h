@@ -47,6 +47,17 @@ __device__ __forceinline__ void cp_async16_s(uint32_t s, const void *gsrc, int s
 {
     cp_async_s<16>(s, gsrc, src_bytes);
 }
+// A global line into L2 (no register result, nothing to wait for): the
+// gathers of stage1_pp.h and stage1_pair.h warm a block they will copy
+// once its stage frees.
+__device__ __forceinline__ void prefetch_l2(const void *gptr)
+{
+#if defined(MLA_TARGET_NVIDIA)
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gptr));
+#else
+    (void)gptr;
+#endif
+}
 __device__ __forceinline__ void cp_async_commit()
 {
 #if defined(MLA_TARGET_NVIDIA)

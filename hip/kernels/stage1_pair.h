@@ -72,8 +72,16 @@ __device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 2], uint32_t stag
     wg_commit();
 }
 
+// Where warpgroup 1 issues the S^T chain of block i + 1 in its iteration
+// for block i: 0 after publishing P(i) (a late block i + 1 then delays
+// nothing of block i), 1 first (the chain beside the exchange and the
+// softmax), 2 after the exchange. -D for the A/B (docs/perf-log.md step 37).
 #ifndef MLA_PAIR_AHEAD
-#define MLA_PAIR_AHEAD 1
+#define MLA_PAIR_AHEAD 0
+#endif
+// The gather warps' L2 prefetch of their next block (1, default) or none.
+#ifndef MLA_PAIR_L2_PREFETCH
+#define MLA_PAIR_L2_PREFETCH 1
 #endif
 
 // a if c else b, as one selp: a C select of acc[lo] and acc[hi] becomes a
@@ -168,22 +176,33 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         // three blocks in flight; warp 3 has nothing to do. 8 lanes per token
         // row (chunk gc of each 128-byte nope line; gc < 4 also the rope
         // chunk), tokens tk + 4 i of the block.
-        regs_dec<56>();
+        regs_dec<80>();
         const int g = tid >> 5, tk = lane >> 3, gc = lane & 7;
         const long long col0 = 256LL * r + 8 * gc, rope0 = 512LL + 32 * r + 8 * gc;
         if (g < PR_STAGES) {
             const uint32_t dst = st_s + (uint32_t)(g * PR_STAGE);
+            // The slots of block j's tokens tk + 4 i (-1 past the split),
+            // looked up one block of this warp ahead: the lookups' latency
+            // stays off the path from EMPTY to the copies.
+            int64_t sl[16];
+            auto slots = [&](int j) {
+#pragma unroll
+                for (int i = 0; i < 16; ++i) {
+                    const int gt = j * PR_BN + tk + 4 * i;
+                    sl[i] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
+                }
+            };
+            slots(g);
             for (int j = g, u = 0; j < nb; j += PR_STAGES, ++u) {
                 if (u >= 1)
                     mbar_wait(mb_empty + 8u * g, (uint32_t)(u - 1) & 1);
-#pragma unroll 4
+#pragma unroll
                 for (int i = 0; i < 16; ++i) {
-                    const int t = tk + 4 * i, gt = j * PR_BN + t;
-                    const int64_t sl = gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
+                    const int t = tk + 4 * i;
                     // Tokens past the split's end are zero-filled (a masked
                     // key's zero weight must never meet a stale NaN).
-                    const bf16_t *row = p.kv + (sl >= 0 ? sl : 0) * p.kv_ss;
-                    const int nbytes = sl >= 0 ? 16 : 0;
+                    const bf16_t *row = p.kv + (sl[i] >= 0 ? sl[i] : 0) * p.kv_ss;
+                    const int nbytes = sl[i] >= 0 ? 16 : 0;
                     const uint32_t dn = dst + (uint32_t)(t * 128 + ((gc ^ (t & 7)) << 4));
 #pragma unroll
                     for (int a = 0; a < 4; ++a)
@@ -193,6 +212,18 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                                      row + rope0, nbytes);
                 }
                 cp_async_commit();
+                slots(j + PR_STAGES);
+#if MLA_PAIR_L2_PREFETCH
+                // This warp's next block into L2 while its stage is in use
+                // (it frees only after the block's PV): the copies that
+                // follow EMPTY then wait for L2, not DRAM. Lane gc < 4 takes
+                // nope line gc of this CTA's half, gc 4 the rope line.
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+                    if (gc < 5 && sl[i] >= 0)
+                        prefetch_l2((const unsigned char *)(p.kv + sl[i] * p.kv_ss) +
+                                    (gc < 4 ? 512 * r + 128 * gc : 1024));
+#endif
                 cp_async_wait_group<0>();
                 fence_proxy_async(); // wgmma (async proxy) reads the block
                 mbar_arrive(mb_full + 8u * g);
@@ -201,11 +232,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         nbar_sync(BAR_END, NT);
         nbar_sync(BAR_END, NT);
     } else if (wg == 1) {
-        // S^T chain, exchange and softmax of this CTA's rows. The chain of
-        // block i + 1 is issued before the exchange of block i (MLA_PAIR_AHEAD,
-        // default 1), so the tensor pipe has it while this warpgroup waits
-        // for the partner and runs the softmax.
-        regs_inc<200>();
+        // S^T chain, exchange and softmax of this CTA's rows; the chain of
+        // block i + 1 where MLA_PAIR_AHEAD puts it.
+        regs_inc<176>();
         const int ts = tid - 128, w = ts >> 5, t4 = lane & 3;
         const int tk0 = 16 * w + (lane >> 2); // token rows tk0, tk0 + 8
         const int oj0 = r * JH;
@@ -258,7 +287,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             // discarded: issuing it keeps the step one basic block, and
             // the wait at the step's end leaves no wgmma in flight across
             // the loop (ptxas serializes every wgmma otherwise, C7518).
-            if (MLA_PAIR_AHEAD)
+            if (MLA_PAIR_AHEAD == 1)
                 chain(i + 1 < nb ? i + 1 : i, nxt);
             fence_regs(acc);
             warp_arrive(mb_empty + 8u * (i % PR_STAGES));
@@ -294,6 +323,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                 own[jj][2] += v4.z;
                 own[jj][3] += v4.w;
             }
+            if (MLA_PAIR_AHEAD == 2)
+                chain(i + 1 < nb ? i + 1 : i, nxt);
             // Online softmax (base 2) of my NR / 2 rows over the block's 64
             // tokens: the column maxima over the 16 tokens of each warp
             // (two per lane, then the lanes of equal t4), across the four
@@ -405,13 +436,18 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                 else
                     mbar_arrive(mb_pf + 8u * sl2);
             }
-            if (!MLA_PAIR_AHEAD && i + 1 < nb)
-                chain(i + 1, nxt);
-            wg_wait<0>();
-            fence_regs(nxt);
+            if (MLA_PAIR_AHEAD == 0) {
+                // acc is dead here: the next chain writes it directly.
+                chain(i + 1 < nb ? i + 1 : i, acc);
+                wg_wait<0>();
+                fence_regs(acc);
+            } else {
+                wg_wait<0>();
+                fence_regs(nxt);
 #pragma unroll
-            for (int k = 0; k < NA; ++k)
-                acc[k] = nxt[k];
+                for (int k = 0; k < NA; ++k)
+                    acc[k] = nxt[k];
+            }
         }
         // Row sums: over the lanes of equal t4, then the four warps.
         float lsum[2 * JH];

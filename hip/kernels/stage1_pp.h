@@ -41,12 +41,6 @@ namespace mla_dev {
 // (O 128, S 32, P 16).
 // ---------------------------------------------------------------------------
 
-// A global line into L2 (no register result, nothing to wait for).
-__device__ __forceinline__ void prefetch_l2(const void *gptr)
-{
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gptr));
-}
-
 // Online softmax (base 2) of one 64-token block held as m64n64 accumulators:
 // acc[4j + 2h + e] is row r0 + 8h, token 8j + 2t + e (t = lane % 4; the four
 // lanes of a quad share a row). In place: the scores become the
