@@ -122,6 +122,15 @@ int main(void)
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_MMA, MLA_GPU_FAST_KERNEL_MMA, "forced mma");
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS_PP, "forced ws-pp");
     CHECK(mla_gpu_fast_kernel_parse("ws-pp") == MLA_GPU_FAST_KERNEL_WS_PP, "parse ws-pp");
+    /* pair: one cluster of two CTAs per split for all 96 rows, with the
+     * split count of two 64-row blocks (132 / (32 x 2) = 2). */
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_PAIR, MLA_GPU_FAST_KERNEL_PAIR, "forced pair");
+    CHECK(mla_gpu_fast_kernel_parse("pair") == MLA_GPU_FAST_KERNEL_PAIR, "parse pair");
+    o = mla_gpu_options_default();
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_PAIR;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK && info.rows_per_cta == 96 &&
+              info.num_splits == 2,
+          "pair: rows %d splits %d", info.rows_per_cta, info.num_splits);
     o = mla_gpu_options_default();
     o.fast_rows = 96;
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK, "%s", err.msg);
@@ -146,8 +155,27 @@ int main(void)
     expect_kernel(&a, MLA_GPU_TIER_PERHEAD, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_AUTO, "per-head tier");
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.rows_per_cta == 64,
           "DSV3 bs 32 / 16k: one 64-row block, rows %d", info.rows_per_cta);
+    o = mla_gpu_options_default();
+    o.fast_kernel = MLA_GPU_FAST_KERNEL_PAIR;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR && info.rows_per_cta == 64 && info.num_splits == 2,
+          "DSV3 pair: kernel %d rows %d splits %d", (int)info.fast_kernel, info.rows_per_cta, info.num_splits);
     a = dsv3_args(1, 4096);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "DSV3 bs 1 / 4k");
+    /* Rows outside 33-96 or a v_head_dim other than 512: pair runs what auto
+     * runs. */
+    a = k3_args(32, 4096);
+    a.shape.q_len = 2; /* 24 rows */
+    a.shape.num_q_tokens = 32 * 2;
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_PAIR, MLA_GPU_FAST_KERNEL_MMA, "pair, 24 rows");
+    a = k3_args(32, 4096);
+    a.shape.v_head_dim = a.shape.v_extend_dim = 256;
+    a.v_stride_tok = 256;
+    a.o_stride_tok = 12 * 256;
+    a.o_stride_head = 256;
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
+              info.fast_kernel != MLA_GPU_FAST_KERNEL_PAIR,
+          "pair, dv 256: kernel %d", (int)info.fast_kernel);
 
     /* The per-head tier runs 4 splits below an average prefix of 4096 (not
      * the upstream plan's count), the generic tier none. */
@@ -199,6 +227,8 @@ int main(void)
     /* ws-pp runs the ping-pong kernel on 64-row bf16 blocks only; fp8 pools
      * and 96-row blocks keep plain ws (never a decline: SPEC accepts them). */
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS, "fp8, ws-pp");
+    /* pair reads bf16 pools only: fp8 runs what auto runs (ws here). */
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_PAIR, MLA_GPU_FAST_KERNEL_WS, "fp8, pair");
     a.kv_dtype = MLA_KV_BF16;
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS_PP, "bf16, ws-pp");
     o = mla_gpu_options_default();
