@@ -209,7 +209,7 @@ constexpr int PR_STAGES = 3;                 // blocks in flight
 constexpr int PR_ATOM = PR_BN * 128;         // one nope atom column of a block
 constexpr int PR_ROPE = 4 * PR_ATOM;         // offset of the rope part in a stage
 constexpr int PR_STAGE = PR_ROPE + PR_BN * 64; // bytes of one stage
-constexpr int PR_NMBAR = 3 + 3 + 2 * 6 + 3;  // FULL[3] EMPTY[3] SXF SXE MX PF PE LX(2 each) QR FIN pad
+constexpr int PR_NMBAR = 24; // FULL[3] EMPTY[3] SXF[2][2] MX[2][2] PF[2] PE[2] LX[2] QR FIN, and slack
 struct Stage1PairSmem {
     int q, stage, sx, p, alpha, red, fin, mbar, bytes;
 };

@@ -13,7 +13,7 @@ template <int NR> hipError_t launch_stage1_pair(const Stage1Params &p, dim3 grid
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
-    MLA_LAUNCH(grid, 512, smem, st, p, stage1_pair_kernel<NR>);
+    MLA_LAUNCH(grid, 640, smem, st, p, stage1_pair_kernel<NR>);
     return hipGetLastError();
 }
 template hipError_t launch_stage1_pair<96>(const Stage1Params &, dim3, hipStream_t);

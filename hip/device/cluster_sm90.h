@@ -103,6 +103,15 @@ __device__ __forceinline__ void stsm_x4_t(uint32_t addr, uint32_t r0, uint32_t r
 #endif
 }
 
+// The same for two tiles (registers 0 and 1; lanes 0-15 give the rows).
+__device__ __forceinline__ void stsm_x2_t(uint32_t addr, uint32_t r0, uint32_t r1)
+{
+#if defined(MLA_HAVE_CLUSTER)
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1)
+                 : "memory");
+#endif
+}
+
 } // namespace mla_dev
 
 #endif // MLA_TARGET_NVIDIA

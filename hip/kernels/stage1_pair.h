@@ -40,20 +40,22 @@ namespace mla_dev {
 
 template <int NR> struct PairMma;
 template <> struct PairMma<96> {
-    template <int SD> __device__ static void s(float (&d)[48], uint64_t a, uint64_t b) { wgmma_m64n96k16<SD>(d, a, b); }
+    template <int SD> __device__ static void s(float (&d)[24], uint64_t a, uint64_t b) { wgmma_m64n48k16<SD>(d, a, b); }
     __device__ static void o(float (&d)[48], uint64_t a, uint64_t b) { wgmma_m64n96k16_ta(d, a, b); }
 };
 template <> struct PairMma<64> {
-    template <int SD> __device__ static void s(float (&d)[32], uint64_t a, uint64_t b) { wgmma_m64n64k16<SD>(d, a, b); }
+    template <int SD> __device__ static void s(float (&d)[16], uint64_t a, uint64_t b) { wgmma_m64n32k16<SD>(d, a, b); }
     __device__ static void o(float (&d)[32], uint64_t a, uint64_t b) { wgmma_m64n64k16_ta(d, a, b); }
 };
 
-// S^T[64 tokens x NR] over this CTA's 288 columns: 16 nope steps through
-// the 128-byte swizzled atoms (32 bytes a step inside an atom, the next atom
-// PR_ATOM bytes on for the block, NR * 128 for Q^T), then the two rope steps
-// in the unswizzled core-matrix layout (256 bytes a step).
+// One S warpgroup's S^T[64 tokens x NR / 2] over this CTA's 288 columns: 16
+// nope steps through the 128-byte swizzled atoms (32 bytes a step inside an
+// atom, the next atom PR_ATOM bytes on for the block, NR * 128 for Q^T),
+// then the two rope steps in the unswizzled core-matrix layout (256 bytes a
+// step). q_s: the warpgroup's first Q^T row in atom 0; q_rope: in the rope
+// part.
 template <int NR>
-__device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 2], uint32_t stage_s, uint32_t q_s)
+__device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 4], uint32_t stage_s, uint32_t q_s, uint32_t q_rope)
 {
     uint64_t da = wg_desc_sw128(stage_s), db = wg_desc_sw128(q_s);
     wg_fence();
@@ -66,68 +68,55 @@ __device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 2], uint32_t stag
         asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(ib));
         PairMma<NR>::template s<1>(acc, da, db);
     }
-    const uint64_t ra = wg_desc_kint(stage_s + PR_ROPE), rb = wg_desc_kint(q_s + 4 * NR * 128);
+    const uint64_t ra = wg_desc_kint(stage_s + PR_ROPE), rb = wg_desc_kint(q_rope);
     PairMma<NR>::template s<1>(acc, ra, rb);
     PairMma<NR>::template s<1>(acc, ra + (256 >> 4), rb + (256 >> 4));
     wg_commit();
 }
 
-// Where warpgroup 1 issues the S^T chain of block i + 1 in its iteration
-// for block i: 0 after publishing P(i) (a late block i + 1 then delays
-// nothing of block i), 1 first (the chain beside the exchange and the
-// softmax), 2 after the exchange. -D for the A/B (docs/perf-log.md step 37).
-#ifndef MLA_PAIR_AHEAD
-#define MLA_PAIR_AHEAD 0
-#endif
-// The gather warps' L2 prefetch of their next block (1, default) or none.
+// The gather warps' L2 prefetch of their next block: 0 (default: measured
+// no faster at K3 and 4% slower at DSV3, docs/perf-log.md step 37) or 1.
 #ifndef MLA_PAIR_L2_PREFETCH
-#define MLA_PAIR_L2_PREFETCH 1
+#define MLA_PAIR_L2_PREFETCH 0
 #endif
-
-// a if c else b, as one selp: a C select of acc[lo] and acc[hi] becomes a
-// load from acc[c ? lo : hi], which puts the accumulators in local memory.
-__device__ __forceinline__ float pair_pick(bool c, float a, float b)
-{
-    float y;
-    asm("{\n.reg .pred q;\nsetp.ne.b32 q, %3, 0;\nselp.f32 %0, %1, %2, q;\n}\n"
-        : "=f"(y)
-        : "f"(a), "f"(b), "r"((int)c));
-    return y;
-}
 
 template <int NR>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_kernel(Stage1Params p)
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_kernel(Stage1Params p)
 {
-    constexpr int NT = 512, NA = NR / 2, JH = NR / 16; // NA: accumulators; JH: 8-column blocks a CTA owns
+    // Query rows in quarters of NQ: CTA r owns quarters 2r and 2r + 1 (its
+    // softmax rows); S warpgroup s (0, 1) owns quarter 2r + s and computes
+    // the partial scores of quarter 2(1 - r) + s for the partner's S
+    // warpgroup s. NS: its accumulators (N = NR / 2); JQ: 8-column blocks a
+    // quarter.
+    constexpr int NT = 640, NQ = NR / 4, NS = NR / 4, JQ = NQ / 8, NA = NR / 2;
     constexpr Stage1PairSmem SM = stage1_pair_smem_plan(NR);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base =
         smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
     const uint32_t base_s = (uint32_t)__cvta_generic_to_shared(base);
     const uint32_t q_s = base_s + SM.q, st_s = base_s + SM.stage, p_s = base_s + SM.p;
-    float *Sx = (float *)(base + SM.sx);
     float *Alpha = (float *)(base + SM.alpha);
     float *Red = (float *)(base + SM.red);
     float *Fin = (float *)(base + SM.fin);
     // FULL[3] (32: gather warp s owns stage s): the block landed. EMPTY[3]
-    // (12: the warps of warpgroups 1-3): done with the stage. SXF[2] (1
-    // arrival, the local arm, + the partner's 12,288 bytes of st.async at
-    // NR 96): its partial scores of my rows are in Sx. (Its slot is free
-    // again without a barrier: the partner writes it for block i + 2 only
-    // after it has my scores of block i + 1, which each of my threads sends
-    // after reading the slot for block i.) MX[2] (128): the block's column
-    // maxima are in Red. PF[2] (4: warpgroup 1's warps, one also arming the
+    // (16: the warps of warpgroups 1-4): done with the stage. SXF[s][2] (1
+    // arrival, S warpgroup s's arm, + its partner's NQ x 64 x 4 bytes of
+    // st.async): the partner's partial scores of its quarter are in Sx.
+    // (A slot is free again without a barrier: the partner writes it for
+    // block i + 2 only after it has this warpgroup's scores of block i + 1,
+    // which each of its threads sends after reading the slot for block i.)
+    // MX[s][2] (128): the block's column maxima of warpgroup s are in Red.
+    // PF[2] (8: the S warps, warp 0 of each S warpgroup also arming its
     // partner's bytes of P^T and rescale factors): the block's P^T is in.
-    // PE[2] (16: warpgroups 2-3's warps here and in the partner): both
-    // CTAs' PV are done with the P slot. LX (128): the row sums are in Red.
-    // QR (128): Q^T landed. FIN (4, one arming the partner's bytes): every
-    // row's 1 / l is in Fin. Arrivals per warp: __syncwarp orders the
-    // lanes' writes before lane 0's release. Data crosses CTAs only as
-    // st.async (device/cluster_sm90.h says why), so every wait is a plain
-    // CTA-scope wait.
+    // PE[2] (16: the PV warps here and in the partner): both CTAs' PV are
+    // done with the P slot. LX[s] (128): the row sums are in Red. QR (8: the
+    // S warps): Q^T landed. FIN (8, as PF): every row's 1 / l is in Fin.
+    // Arrivals per warp: __syncwarp orders the lanes' writes before lane 0's
+    // release. Data crosses CTAs only as st.async (device/cluster_sm90.h
+    // says why), so every wait is a plain CTA-scope wait.
     const uint32_t mb = base_s + SM.mbar;
-    const uint32_t mb_full = mb, mb_empty = mb + 24, mb_sxf = mb + 48, mb_mx = mb + 80,
-                   mb_pf = mb + 96, mb_pe = mb + 112, mb_lx = mb + 128, mb_qr = mb + 136, mb_fin = mb + 144;
+    const uint32_t mb_full = mb, mb_empty = mb + 24, mb_sxf = mb + 48, mb_mx = mb + 80, mb_pf = mb + 112,
+                   mb_pe = mb + 128, mb_lx = mb + 144, mb_qr = mb + 160, mb_fin = mb + 168;
 
     pdl_launch_dependents();
     const int r = (int)cluster_rank(), s = blockIdx.x >> 1, b = blockIdx.z;
@@ -144,17 +133,19 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     if (tid == 0) {
         for (int i = 0; i < 3; ++i) {
             mbar_init(mb_full + 8u * i, 32);
-            mbar_init(mb_empty + 8u * i, 12);
+            mbar_init(mb_empty + 8u * i, 16);
         }
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < 4; ++i) {
             mbar_init(mb_sxf + 8u * i, 1);
             mbar_init(mb_mx + 8u * i, 128);
-            mbar_init(mb_pf + 8u * i, 4);
-            mbar_init(mb_pe + 8u * i, 16);
         }
-        mbar_init(mb_lx, 128);
-        mbar_init(mb_qr, 128);
-        mbar_init(mb_fin, 4);
+        for (int i = 0; i < 2; ++i) {
+            mbar_init(mb_pf + 8u * i, 8);
+            mbar_init(mb_pe + 8u * i, 16);
+            mbar_init(mb_lx + 8u * i, 128);
+        }
+        mbar_init(mb_qr, 8);
+        mbar_init(mb_fin, 8);
         fence_mbar_init_cluster();
     }
     __syncthreads();
@@ -163,8 +154,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     constexpr int OSP = 256 + 8; // staged partial rows: 256 columns of this CTA
     bf16_t *Os = (bf16_t *)(base + SM.stage);
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
-    // Lane 0 of each warp arrives for the warp, once every lane is past this
-    // point (local or, with remote, the partner's copy of the barrier).
+    // Lane 0 of each warp arrives for the warp once every lane is past this
+    // point.
     auto warp_arrive = [&](uint32_t bar) {
         __syncwarp();
         if (lane == 0)
@@ -176,33 +167,22 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         // three blocks in flight; warp 3 has nothing to do. 8 lanes per token
         // row (chunk gc of each 128-byte nope line; gc < 4 also the rope
         // chunk), tokens tk + 4 i of the block.
-        regs_dec<80>();
+        regs_dec<40>();
         const int g = tid >> 5, tk = lane >> 3, gc = lane & 7;
         const long long col0 = 256LL * r + 8 * gc, rope0 = 512LL + 32 * r + 8 * gc;
         if (g < PR_STAGES) {
             const uint32_t dst = st_s + (uint32_t)(g * PR_STAGE);
-            // The slots of block j's tokens tk + 4 i (-1 past the split),
-            // looked up one block of this warp ahead: the lookups' latency
-            // stays off the path from EMPTY to the copies.
-            int64_t sl[16];
-            auto slots = [&](int j) {
-#pragma unroll
-                for (int i = 0; i < 16; ++i) {
-                    const int gt = j * PR_BN + tk + 4 * i;
-                    sl[i] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
-                }
-            };
-            slots(g);
             for (int j = g, u = 0; j < nb; j += PR_STAGES, ++u) {
                 if (u >= 1)
                     mbar_wait(mb_empty + 8u * g, (uint32_t)(u - 1) & 1);
-#pragma unroll
+#pragma unroll 4
                 for (int i = 0; i < 16; ++i) {
-                    const int t = tk + 4 * i;
+                    const int t = tk + 4 * i, gt = j * PR_BN + t;
+                    const int64_t sl = gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
                     // Tokens past the split's end are zero-filled (a masked
                     // key's zero weight must never meet a stale NaN).
-                    const bf16_t *row = p.kv + (sl[i] >= 0 ? sl[i] : 0) * p.kv_ss;
-                    const int nbytes = sl[i] >= 0 ? 16 : 0;
+                    const bf16_t *row = p.kv + (sl >= 0 ? sl : 0) * p.kv_ss;
+                    const int nbytes = sl >= 0 ? 16 : 0;
                     const uint32_t dn = dst + (uint32_t)(t * 128 + ((gc ^ (t & 7)) << 4));
 #pragma unroll
                     for (int a = 0; a < 4; ++a)
@@ -210,20 +190,15 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                     if (gc < 4)
                         cp_async16_s(dst + (uint32_t)(PR_ROPE + (t >> 3) * 512 + gc * 128 + (t & 7) * 16),
                                      row + rope0, nbytes);
-                }
-                cp_async_commit();
-                slots(j + PR_STAGES);
 #if MLA_PAIR_L2_PREFETCH
-                // This warp's next block into L2 while its stage is in use
-                // (it frees only after the block's PV): the copies that
-                // follow EMPTY then wait for L2, not DRAM. Lane gc < 4 takes
-                // nope line gc of this CTA's half, gc 4 the rope line.
-#pragma unroll
-                for (int i = 0; i < 16; ++i)
-                    if (gc < 5 && sl[i] >= 0)
-                        prefetch_l2((const unsigned char *)(p.kv + sl[i] * p.kv_ss) +
+                    // The same rows of this warp's next block into L2.
+                    const int gn = gt + PR_STAGES * PR_BN;
+                    if (gc < 5 && gn < n)
+                        prefetch_l2((const unsigned char *)(p.kv + p.kv_indices[kv0 + beg + gn] * p.kv_ss) +
                                     (gc < 4 ? 512 * r + 128 * gc : 1024));
 #endif
+                }
+                cp_async_commit();
                 cp_async_wait_group<0>();
                 fence_proxy_async(); // wgmma (async proxy) reads the block
                 mbar_arrive(mb_full + 8u * g);
@@ -231,114 +206,100 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         }
         nbar_sync(BAR_END, NT);
         nbar_sync(BAR_END, NT);
-    } else if (wg == 1) {
-        // S^T chain, exchange and softmax of this CTA's rows; the chain of
-        // block i + 1 where MLA_PAIR_AHEAD puts it.
-        regs_inc<176>();
-        const int ts = tid - 128, w = ts >> 5, t4 = lane & 3;
+    } else if (wg <= 2) {
+        // S warpgroup sw: the S^T chain of its N = NR / 2 columns (Q^T rows
+        // NA sw .. : its own quarter, then the partner's), the exchange, the
+        // softmax of its quarter; the next block's chain after P is
+        // published (so a late block delays nothing of this one).
+        regs_inc<96>();
+        const int sw = wg - 1, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
         const int tk0 = 16 * w + (lane >> 2); // token rows tk0, tk0 + 8
-        const int oj0 = r * JH;
-        // Q^T: all NR rows (zero past HL), this CTA's 288 columns.
-        for (int idx = ts; idx < NR * 36; idx += 128) {
-            const int nq = idx / 36, c = idx - nq * 36;
+        const int qown = 2 * r + sw, qpart = 2 * (1 - r) + sw;
+        // Q^T rows NA sw + c (c < NA): query row NQ qown + c (c < NQ), else
+        // NQ qpart + c - NQ; zero past HL. This CTA's 288 columns.
+        for (int idx = ts; idx < NA * 36; idx += 128) {
+            const int c = idx / 36, ch = idx - c * 36, m = NA * sw + c;
+            const int qrow = c < NQ ? NQ * qown + c : NQ * qpart + c - NQ;
             bool ok;
-            const int rr = row_of(p, NR, 0, nq, ok);
+            const int rr = row_of(p, NR, 0, qrow, ok);
             const bf16_t *src = p.q;
             if (ok)
                 src = p.q + (long long)(q0 + rr / p.H) * p.q_st + (long long)(rr % p.H) * p.q_sh +
-                      (c < 32 ? 256 * r + 8 * c : 512 + 32 * r + 8 * (c - 32));
-            const uint32_t dst = c < 32 ? q_s + (uint32_t)((c >> 3) * NR * 128 + nq * 128 + (((c & 7) ^ (nq & 7)) << 4))
-                                        : q_s + (uint32_t)(4 * NR * 128 + (nq >> 3) * 512 + (c - 32) * 128 + (nq & 7) * 16);
+                      (ch < 32 ? 256 * r + 8 * ch : 512 + 32 * r + 8 * (ch - 32));
+            const uint32_t dst = ch < 32 ? q_s + (uint32_t)((ch >> 3) * NR * 128 + m * 128 + (((ch & 7) ^ (m & 7)) << 4))
+                                         : q_s + (uint32_t)(4 * NR * 128 + (m >> 3) * 512 + (ch - 32) * 128 + (m & 7) * 16);
             cp_async16_s(dst, src, ok ? 16 : 0);
         }
         cp_async_commit();
         cp_async_wait_group<0>();
         fence_proxy_async();
-        mbar_arrive(mb_qr);
+        warp_arrive(mb_qr);
         mbar_wait(mb_qr, 0);
-        const uint32_t sx_remote = cluster_map(base_s + SM.sx, pr);
+        const uint32_t qa = q_s + (uint32_t)(NA * sw * 128), qr = q_s + (uint32_t)(4 * NR * 128 + NA * sw * 64);
+        const uint32_t sxs = SM.sx + (uint32_t)(sw * 2 * NQ * PR_BN * 4); // this warpgroup's two Sx slots
+        const uint32_t sx_remote = cluster_map(base_s + sxs, pr);
         const uint32_t p_remote = cluster_map(p_s, pr);
         const uint32_t al_remote = cluster_map(base_s + SM.alpha, pr);
-        float m_run[2 * JH], l_run[2 * JH]; // own columns 8 (oj0 + jj) + 2 t4 + e, index 2 jj + e
+        const float *SxW = (const float *)(base + sxs);
+        float *RedW = Red + sw * 2 * NQ * 4;
+        const uint32_t mb_sxw = mb_sxf + 16u * sw, mb_mxw = mb_mx + 16u * sw;
+        float m_run[2 * JQ], l_run[2 * JQ]; // own columns 8 jj + 2 t4 + e, index 2 jj + e
 #pragma unroll
-        for (int c = 0; c < 2 * JH; ++c) {
+        for (int c = 0; c < 2 * JQ; ++c) {
             m_run[c] = -INFINITY;
             l_run[c] = 0.f;
         }
-        // Block i from acc (its chain done), the next chain into nxt, which
-        // becomes acc at the end of the iteration (48 moves: swapping two
-        // arrays between the halves of an unrolled pair let nvcc merge the
-        // halves through a pointer, and both went to local memory).
-        float acc[NA], nxt[NA];
-        auto chain = [&](int i, float (&a)[NA]) {
+        float acc[NS];
+        auto chain = [&](int i) {
             const int stg = i % PR_STAGES;
             mbar_wait(mb_full + 8u * stg, (uint32_t)(i / PR_STAGES) & 1);
-            pair_s_chain<NR>(a, st_s + (uint32_t)(stg * PR_STAGE), q_s);
+            pair_s_chain<NR>(acc, st_s + (uint32_t)(stg * PR_STAGE), qa, qr);
         };
-        if (nb > 0) {
-            chain(0, acc);
-            wg_wait<0>();
-        }
         for (int i = 0; i < nb; ++i) {
             const int sl2 = i & 1;
             const uint32_t ph2 = (uint32_t)(i >> 1) & 1;
-            // A chain past the last block (i + 1 == nb) re-reads the last
-            // block's stage, which nobody writes any more, and is
-            // discarded: issuing it keeps the step one basic block, and
-            // the wait at the step's end leaves no wgmma in flight across
-            // the loop (ptxas serializes every wgmma otherwise, C7518).
-            if (MLA_PAIR_AHEAD == 1)
-                chain(i + 1 < nb ? i + 1 : i, nxt);
+            // The chain at the top of the body, after the previous block's
+            // P went out (a late block delays nothing of the one before;
+            // a chain before the loop made ptxas serialize every wgmma,
+            // C7511).
+            chain(i);
+            wg_wait<0>();
             fence_regs(acc);
             warp_arrive(mb_empty + 8u * (i % PR_STAGES));
-            // The partner's rows to the partner (its Sx slot, once it has
-            // read what it held), then mine from it. r is known at run time
-            // only: select, so that acc stays in registers (an index by r
-            // puts it in local memory).
-            const uint32_t sxr = sx_remote + (uint32_t)(sl2 * NA * PR_BN * 4);
-            const uint32_t sxf_r = cluster_map(mb_sxf + 8u * sl2, pr);
-            float own[JH][4];
+            // The partner's quarter (accumulator blocks JQ ..) to the
+            // partner's S warpgroup sw, then mine from it.
+            const uint32_t sxr = sx_remote + (uint32_t)(sl2 * NQ * PR_BN * 4);
+            const uint32_t sxf_r = cluster_map(mb_sxw + 8u * sl2, pr);
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj) {
-                const int lo = 4 * jj, hi = 4 * (JH + jj);
-                float4 out;
-                out.x = pair_pick(r, acc[lo], acc[hi]);
-                out.y = pair_pick(r, acc[lo + 1], acc[hi + 1]);
-                out.z = pair_pick(r, acc[lo + 2], acc[hi + 2]);
-                out.w = pair_pick(r, acc[lo + 3], acc[hi + 3]);
+            for (int jj = 0; jj < JQ; ++jj) {
+                const float4 out = make_float4(acc[4 * (JQ + jj)], acc[4 * (JQ + jj) + 1], acc[4 * (JQ + jj) + 2],
+                                               acc[4 * (JQ + jj) + 3]);
                 st_async_v4(sxr + (uint32_t)((jj * 128 + ts) * 16), *(const uint4 *)&out, sxf_r);
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    own[jj][k] = pair_pick(r, acc[hi + k], acc[lo + k]);
             }
             if (ts == 0)
-                mbar_arrive_expect_tx(mb_sxf + 8u * sl2, NA * PR_BN * 4);
-            mbar_wait(mb_sxf + 8u * sl2, ph2);
-            const float *sxl = Sx + sl2 * NA * PR_BN;
-#pragma unroll
-            for (int jj = 0; jj < JH; ++jj) {
-                const float4 v4 = *(const float4 *)(sxl + (jj * 128 + ts) * 4);
-                own[jj][0] += v4.x;
-                own[jj][1] += v4.y;
-                own[jj][2] += v4.z;
-                own[jj][3] += v4.w;
-            }
-            if (MLA_PAIR_AHEAD == 2)
-                chain(i + 1 < nb ? i + 1 : i, nxt);
-            // Online softmax (base 2) of my NR / 2 rows over the block's 64
-            // tokens: the column maxima over the 16 tokens of each warp
-            // (two per lane, then the lanes of equal t4), across the four
-            // warps through Red.
+                mbar_arrive_expect_tx(mb_sxw + 8u * sl2, NQ * PR_BN * 4);
+            mbar_wait(mb_sxw + 8u * sl2, ph2);
+            const float *sxl = SxW + sl2 * NQ * PR_BN;
+            float v[JQ][4];
             const int valid = n - i * PR_BN < PR_BN ? n - i * PR_BN : PR_BN;
-            float v[JH][4];
-            float cm[2 * JH];
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj) {
+            for (int jj = 0; jj < JQ; ++jj) {
+                const float4 v4 = *(const float4 *)(sxl + (jj * 128 + ts) * 4);
+                const float sum[4] = {acc[4 * jj] + v4.x, acc[4 * jj + 1] + v4.y, acc[4 * jj + 2] + v4.z,
+                                      acc[4 * jj + 3] + v4.w};
+                // Online softmax (base 2) of my quarter over the block's 64
+                // tokens; masked tokens (past the split) to -inf.
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
 #pragma unroll
                     for (int e = 0; e < 2; ++e)
-                        v[jj][2 * h + e] = tk0 + 8 * h < valid ? own[jj][2 * h + e] * p.scale_log2 : -INFINITY;
+                        v[jj][2 * h + e] = tk0 + 8 * h < valid ? sum[2 * h + e] * p.scale_log2 : -INFINITY;
+            }
+            // Column maxima over the 16 tokens of each warp (two per lane,
+            // then the lanes of equal t4), across the four warps via Red.
+            float cm[2 * JQ];
+#pragma unroll
+            for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     float x = fmaxf(v[jj][e], v[jj][2 + e]);
@@ -347,25 +308,24 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
                     cm[2 * jj + e] = x;
                 }
-            }
-            float *red = Red + sl2 * NA * 4;
+            float *red = RedW + sl2 * NQ * 4;
             if (lane < 4) {
 #pragma unroll
-                for (int jj = 0; jj < JH; ++jj)
+                for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                     for (int e = 0; e < 2; ++e)
                         red[(8 * jj + 2 * t4 + e) * 4 + w] = cm[2 * jj + e];
             }
-            mbar_arrive(mb_mx + 8u * sl2);
+            mbar_arrive(mb_mxw + 8u * sl2);
             // The P slot is free in both CTAs once both PVs of block i - 2
             // are done.
             if (i >= 2)
                 mbar_wait(mb_pe + 8u * sl2, ph2 ^ 1);
-            mbar_wait(mb_mx + 8u * sl2, ph2);
-            float al[2 * JH];
-            uint32_t pk[JH][2];
+            mbar_wait(mb_mxw + 8u * sl2, ph2);
+            float al[2 * JQ];
+            uint32_t pk[JQ][2];
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj)
+            for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int c = 2 * jj + e;
@@ -381,47 +341,52 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
                     v[jj][2 + e] = p1;
                 }
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj)
+            for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
                     pk[jj][h] = pack_bf2(v[jj][2 * h], v[jj][2 * h + 1]);
-            // P^T rows 8 (oj0 + jj) .. + 7, tokens 16 w + 8 h .. + 7: tile
+            // P^T rows NQ qown + 8 jj .. + 7, tokens 16 w + 8 h .. + 7: tile
             // (jj, h) is 8 x 8 in the accumulator layout; stmatrix.trans
             // stores it as 8 P^T rows of 16 bytes (chunk 2 w + h of the
             // 128-byte swizzled row).
             const uint32_t pl = p_s + (uint32_t)(sl2 * NR * 128);
             {
                 const int q = lane >> 3, ci = lane & 7;
+                auto prow = [&](int bi) {
+                    const int jj = bi >> 1, h = bi & 1, nrow = NQ * qown + 8 * jj + ci;
+                    return pl + (uint32_t)(nrow * 128 + (((2 * w + h) ^ (nrow & 7)) << 4));
+                };
 #pragma unroll
-                for (int g = 0; g < JH / 2; ++g) {
-                    const int bi = 4 * g + q, jj = bi >> 1, h = bi & 1;
-                    const int nrow = 8 * (oj0 + jj) + ci;
-                    const uint32_t a = pl + (uint32_t)(nrow * 128 + (((2 * w + h) ^ ci) << 4));
-                    stsm_x4_t(a, pk[2 * g][0], pk[2 * g][1], pk[2 * g + 1][0], pk[2 * g + 1][1]);
-                }
+                for (int g = 0; g < JQ / 2; ++g)
+                    stsm_x4_t(prow(4 * g + q), pk[2 * g][0], pk[2 * g][1], pk[2 * g + 1][0], pk[2 * g + 1][1]);
+                if constexpr (JQ % 2)
+                    stsm_x2_t(prow(4 * (JQ / 2) + (q & 1)), pk[JQ - 1][0], pk[JQ - 1][1]);
             }
             __syncwarp();
             // The same bytes to the partner: this warp's two chunks of each
-            // of my NR / 2 rows.
+            // of my NQ rows.
             const uint32_t pr_dst = p_remote + (uint32_t)(sl2 * NR * 128);
             const uint32_t pf_r = cluster_map(mb_pf + 8u * sl2, pr);
 #pragma unroll
-            for (int k = 0; k < NR / 32; ++k) {
-                const int idx = lane + 32 * k, nrow = 8 * oj0 + (idx >> 1), cc = 2 * w + (idx & 1);
-                const uint32_t off = (uint32_t)(nrow * 128 + ((cc ^ (nrow & 7)) << 4));
-                uint4 d;
-                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                             : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
-                             : "r"(pl + off));
-                st_async_v4(pr_dst + off, d, pf_r);
+            for (int k = 0; k < (2 * NQ + 31) / 32; ++k) {
+                const int idx = lane + 32 * k;
+                if (idx < 2 * NQ) {
+                    const int nrow = NQ * qown + (idx >> 1), cc = 2 * w + (idx & 1);
+                    const uint32_t off = (uint32_t)(nrow * 128 + ((cc ^ (nrow & 7)) << 4));
+                    uint4 d;
+                    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(d.x), "=r"(d.y), "=r"(d.z), "=r"(d.w)
+                                 : "r"(pl + off));
+                    st_async_v4(pr_dst + off, d, pf_r);
+                }
             }
             if (w == 0 && lane < 4) {
                 float *alx = Alpha + sl2 * NR;
 #pragma unroll
-                for (int jj = 0; jj < JH; ++jj)
+                for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const int col = 8 * (oj0 + jj) + 2 * t4 + e;
+                        const int col = NQ * qown + 8 * jj + 2 * t4 + e;
                         alx[col] = al[2 * jj + e];
                         st_async_f(al_remote + (uint32_t)((sl2 * NR + col) * 4), al[2 * jj + e], pf_r);
                     }
@@ -429,30 +394,18 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             fence_proxy_async(); // this CTA's wgmma read the local P^T
             __syncwarp();
             if (lane == 0) {
-                // Warp 0 also arms the partner's bytes: its NR / 2 rows of
-                // P^T and their rescale factors.
+                // Warp 0 also arms the partner's bytes: the NQ rows of P^T
+                // of its S warpgroup sw and their rescale factors.
                 if (w == 0)
-                    mbar_arrive_expect_tx(mb_pf + 8u * sl2, NA * 128 + NA * 4);
+                    mbar_arrive_expect_tx(mb_pf + 8u * sl2, NQ * 128 + NQ * 4);
                 else
                     mbar_arrive(mb_pf + 8u * sl2);
             }
-            if (MLA_PAIR_AHEAD == 0) {
-                // acc is dead here: the next chain writes it directly.
-                chain(i + 1 < nb ? i + 1 : i, acc);
-                wg_wait<0>();
-                fence_regs(acc);
-            } else {
-                wg_wait<0>();
-                fence_regs(nxt);
-#pragma unroll
-                for (int k = 0; k < NA; ++k)
-                    acc[k] = nxt[k];
-            }
         }
         // Row sums: over the lanes of equal t4, then the four warps.
-        float lsum[2 * JH];
+        float lsum[2 * JQ];
 #pragma unroll
-        for (int c = 0; c < 2 * JH; ++c) {
+        for (int c = 0; c < 2 * JQ; ++c) {
             float x = l_run[c];
             x += __shfl_xor_sync(0xffffffffu, x, 4);
             x += __shfl_xor_sync(0xffffffffu, x, 8);
@@ -461,24 +414,25 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         }
         // Red's slot (nb & 1) was last read for block nb - 2, before each
         // thread's MX arrival for block nb - 1.
-        float *red = Red + (nb & 1) * NA * 4;
-        mbar_wait(mb_mx + 8u * ((nb + 1) & 1), nb >= 1 ? ((uint32_t)((nb - 1) >> 1) & 1) : 1u);
+        float *red = RedW + (nb & 1) * NQ * 4;
+        mbar_wait(mb_mxw + 8u * ((nb + 1) & 1), nb >= 1 ? ((uint32_t)((nb - 1) >> 1) & 1) : 1u);
         if (lane < 4) {
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj)
+            for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     red[(8 * jj + 2 * t4 + e) * 4 + w] = lsum[2 * jj + e];
         }
-        mbar_arrive(mb_lx);
-        mbar_wait(mb_lx, 0);
+        mbar_arrive(mb_lx + 8u * sw);
+        mbar_wait(mb_lx + 8u * sw, 0);
+        const uint32_t fin_r = cluster_map(mb_fin, pr);
         if (w == 0 && lane < 4) {
-            const uint32_t fin_remote = cluster_map(base_s + SM.fin, pr), fin_r = cluster_map(mb_fin, pr);
+            const uint32_t fin_remote = cluster_map(base_s + SM.fin, pr);
 #pragma unroll
-            for (int jj = 0; jj < JH; ++jj)
+            for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int c = 2 * jj + e, col = 8 * (oj0 + jj) + 2 * t4 + e;
+                    const int c = 2 * jj + e, col = NQ * qown + 8 * jj + 2 * t4 + e;
                     const float4 l4 = *(const float4 *)(red + (8 * jj + 2 * t4 + e) * 4);
                     const float l = (l4.x + l4.y) + (l4.z + l4.w);
                     const float f = l != 0.f ? p.v_scale / l : 0.f;
@@ -494,7 +448,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         __syncwarp();
         if (lane == 0) {
             if (w == 0)
-                mbar_arrive_expect_tx(mb_fin, NA * 4);
+                mbar_arrive_expect_tx(mb_fin, NQ * 4);
             else
                 mbar_arrive(mb_fin);
         }
@@ -503,7 +457,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
     } else {
         // O^T[256 r + 64 mt .. + 63][NR] for m-tiles mt = 2x, 2x + 1: thread
         // rows (dv) 16 w + lane / 4 (+ 8), columns (query rows) 8j + 2 t4 (+1).
-        const int x = wg - 2, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
+        regs_inc<136>();
+        const int x = wg - 3, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
         float o[2][NA];
 #pragma unroll
         for (int i = 0; i < 2; ++i)
@@ -517,23 +472,24 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
             mbar_wait(mb_pf + 8u * sl2, ph2);
             fence_proxy_async(); // the partner's rows of P^T came as st.async (generic proxy)
             const float *al = Alpha + sl2 * NR;
-            float2 a[JH * 2];
             bool moved = false;
 #pragma unroll
-            for (int j = 0; j < 2 * JH; ++j) {
-                a[j] = *(const float2 *)(al + 8 * j + 2 * t4);
-                moved |= a[j].x != 1.f || a[j].y != 1.f;
+            for (int j = 0; j < NR / 8; ++j) {
+                const float2 a = *(const float2 *)(al + 8 * j + 2 * t4);
+                moved |= a.x != 1.f || a.y != 1.f;
             }
             if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-                for (int j = 0; j < 2 * JH; ++j)
+                for (int j = 0; j < NR / 8; ++j) {
+                    const float2 a = *(const float2 *)(al + 8 * j + 2 * t4);
 #pragma unroll
                     for (int m = 0; m < 2; ++m) {
-                        o[m][4 * j] *= a[j].x;
-                        o[m][4 * j + 1] *= a[j].y;
-                        o[m][4 * j + 2] *= a[j].x;
-                        o[m][4 * j + 3] *= a[j].y;
+                        o[m][4 * j] *= a.x;
+                        o[m][4 * j + 1] *= a.y;
+                        o[m][4 * j + 2] *= a.x;
+                        o[m][4 * j + 3] *= a.y;
                     }
+                }
             }
             const uint32_t vs = st_s + (uint32_t)(stg * PR_STAGE);
             const uint64_t dp = wg_desc_sw128(p_s + (uint32_t)(sl2 * NR * 128));
@@ -558,7 +514,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(512, 1) stage1_pair_
         nbar_sync(BAR_END, NT); // every wgmma and copy of this CTA is done
         mbar_wait(mb_fin, 0);
 #pragma unroll
-        for (int j = 0; j < 2 * JH; ++j)
+        for (int j = 0; j < NR / 8; ++j)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int col = 8 * j + 2 * t4 + e;
