@@ -162,6 +162,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
             mbar_arrive(bar);
     };
 
+    // Registers: 640 threads launch with 96 each, and setmaxnreg only moves
+    // registers within the CTA's allocation (an increase waits until others
+    // have given back enough: a plan over budget hangs, as the first
+    // 640-thread form did): gather 40, S 80, PV 128, so 56 + 2 x 16 given
+    // back cover the PV warpgroups' 2 x 32 (the S code needs 62, the PV
+    // code 124).
     if (wg == 0) {
         // Gather: warp g (0-2) owns stage g and takes the blocks j = g mod 3,
         // three blocks in flight; warp 3 has nothing to do. 8 lanes per token
@@ -211,7 +217,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
         // NA sw .. : its own quarter, then the partner's), the exchange, the
         // softmax of its quarter; the next block's chain after P is
         // published (so a late block delays nothing of this one).
-        regs_inc<96>();
+        regs_dec<80>();
         const int sw = wg - 1, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
         const int tk0 = 16 * w + (lane >> 2); // token rows tk0, tk0 + 8
         const int qown = 2 * r + sw, qpart = 2 * (1 - r) + sw;
@@ -457,7 +463,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
     } else {
         // O^T[256 r + 64 mt .. + 63][NR] for m-tiles mt = 2x, 2x + 1: thread
         // rows (dv) 16 w + lane / 4 (+ 8), columns (query rows) 8j + 2 t4 (+1).
-        regs_inc<136>();
+        regs_inc<128>();
         const int x = wg - 3, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
         float o[2][NA];
 #pragma unroll
