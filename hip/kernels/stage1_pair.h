@@ -165,30 +165,42 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
     // Registers: 640 threads launch with 96 each, and setmaxnreg only moves
     // registers within the CTA's allocation (an increase waits until others
     // have given back enough: a plan over budget hangs, as the first
-    // 640-thread form did): gather 40, S 80, PV 128, so 56 + 2 x 16 given
-    // back cover the PV warpgroups' 2 x 32 (the S code needs 62, the PV
-    // code 124).
+    // 640-thread form did): gather 80 (its 16 slots held a block ahead), S
+    // 72, PV 128: 16 + 2 x 24 given back cover the PV warpgroups' 2 x 32
+    // (the S code needs 62 registers, the PV code 124).
     if (wg == 0) {
         // Gather: warp g (0-2) owns stage g and takes the blocks j = g mod 3,
         // three blocks in flight; warp 3 has nothing to do. 8 lanes per token
         // row (chunk gc of each 128-byte nope line; gc < 4 also the rope
         // chunk), tokens tk + 4 i of the block.
-        regs_dec<40>();
+        regs_dec<80>();
         const int g = tid >> 5, tk = lane >> 3, gc = lane & 7;
         const long long col0 = 256LL * r + 8 * gc, rope0 = 512LL + 32 * r + 8 * gc;
         if (g < PR_STAGES) {
             const uint32_t dst = st_s + (uint32_t)(g * PR_STAGE);
+            // The slots of block j's tokens tk + 4 i (-1 past the split),
+            // looked up one block of this warp ahead: the lookups' latency
+            // stays off the path from EMPTY to the copies (without, the S
+            // warpgroups waited on FULL 45% of their time: perf log step 37).
+            int64_t sl[16];
+            auto slots = [&](int j) {
+#pragma unroll
+                for (int i = 0; i < 16; ++i) {
+                    const int gt = j * PR_BN + tk + 4 * i;
+                    sl[i] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
+                }
+            };
+            slots(g);
             for (int j = g, u = 0; j < nb; j += PR_STAGES, ++u) {
                 if (u >= 1)
                     mbar_wait(mb_empty + 8u * g, (uint32_t)(u - 1) & 1);
-#pragma unroll 4
+#pragma unroll
                 for (int i = 0; i < 16; ++i) {
-                    const int t = tk + 4 * i, gt = j * PR_BN + t;
-                    const int64_t sl = gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
+                    const int t = tk + 4 * i;
                     // Tokens past the split's end are zero-filled (a masked
                     // key's zero weight must never meet a stale NaN).
-                    const bf16_t *row = p.kv + (sl >= 0 ? sl : 0) * p.kv_ss;
-                    const int nbytes = sl >= 0 ? 16 : 0;
+                    const bf16_t *row = p.kv + (sl[i] >= 0 ? sl[i] : 0) * p.kv_ss;
+                    const int nbytes = sl[i] >= 0 ? 16 : 0;
                     const uint32_t dn = dst + (uint32_t)(t * 128 + ((gc ^ (t & 7)) << 4));
 #pragma unroll
                     for (int a = 0; a < 4; ++a)
@@ -196,15 +208,19 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
                     if (gc < 4)
                         cp_async16_s(dst + (uint32_t)(PR_ROPE + (t >> 3) * 512 + gc * 128 + (t & 7) * 16),
                                      row + rope0, nbytes);
-#if MLA_PAIR_L2_PREFETCH
-                    // The same rows of this warp's next block into L2.
-                    const int gn = gt + PR_STAGES * PR_BN;
-                    if (gc < 5 && gn < n)
-                        prefetch_l2((const unsigned char *)(p.kv + p.kv_indices[kv0 + beg + gn] * p.kv_ss) +
-                                    (gc < 4 ? 512 * r + 128 * gc : 1024));
-#endif
                 }
                 cp_async_commit();
+                slots(j + PR_STAGES);
+#if MLA_PAIR_L2_PREFETCH
+                // This warp's next block into L2 while its stage is in use.
+                // Lane gc < 4 takes nope line gc of this CTA's half, gc 4
+                // the rope line.
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+                    if (gc < 5 && sl[i] >= 0)
+                        prefetch_l2((const unsigned char *)(p.kv + sl[i] * p.kv_ss) +
+                                    (gc < 4 ? 512 * r + 128 * gc : 1024));
+#endif
                 cp_async_wait_group<0>();
                 fence_proxy_async(); // wgmma (async proxy) reads the block
                 mbar_arrive(mb_full + 8u * g);
@@ -217,7 +233,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
         // NA sw .. : its own quarter, then the partner's), the exchange, the
         // softmax of its quarter; the next block's chain after P is
         // published (so a late block delays nothing of this one).
-        regs_dec<80>();
+        regs_dec<72>();
         const int sw = wg - 1, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
         const int tk0 = 16 * w + (lane >> 2); // token rows tk0, tk0 + 8
         const int qown = 2 * r + sw, qpart = 2 * (1 - r) + sw;
