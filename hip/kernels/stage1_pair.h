@@ -106,11 +106,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
     // block i + 2 only after it has this warpgroup's scores of block i + 1,
     // which each of its threads sends after reading the slot for block i.)
     // MX[s][2] (128): the block's column maxima of warpgroup s are in Red.
-    // PF[2] (8: the S warps, warp 0 of each S warpgroup also arming its
-    // partner's bytes of P^T and rescale factors): the block's P^T is in.
+    // PF[2] (14: lane 0 of each S warp, and lanes 1-3 of each S
+    // warpgroup's warp 0, whose lane 0 also arms its partner's bytes of P^T
+    // and rescale factors): the block's P^T is in.
     // PE[2] (16: the PV warps here and in the partner): both CTAs' PV are
     // done with the P slot. LX[s] (128): the row sums are in Red. QR (8: the
-    // S warps): Q^T landed. FIN (8, as PF): every row's 1 / l is in Fin.
+    // S warps): Q^T landed. FIN (14, as PF): every row's 1 / l is in Fin.
     // Arrivals per warp: __syncwarp orders the lanes' writes before lane 0's
     // release. Data crosses CTAs only as st.async (device/cluster_sm90.h
     // says why), so every wait is a plain CTA-scope wait.
@@ -140,12 +141,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
             mbar_init(mb_mx + 8u * i, 128);
         }
         for (int i = 0; i < 2; ++i) {
-            mbar_init(mb_pf + 8u * i, 8);
+            mbar_init(mb_pf + 8u * i, 14);
             mbar_init(mb_pe + 8u * i, 16);
             mbar_init(mb_lx + 8u * i, 128);
         }
         mbar_init(mb_qr, 8);
-        mbar_init(mb_fin, 8);
+        mbar_init(mb_fin, 14);
         fence_mbar_init_cluster();
     }
     __syncthreads();
@@ -415,10 +416,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
             }
             fence_proxy_async(); // this CTA's wgmma read the local P^T
             __syncwarp();
-            if (lane == 0) {
-                // Warp 0 also arms the partner's bytes: the NQ rows of P^T
-                // of its S warpgroup sw and their rescale factors.
-                if (w == 0)
+            // Lane 0 arrives for its warp; warp 0's lanes 1-3, which wrote
+            // rescale factors, arrive for themselves (racecheck orders a
+            // thread's writes by its own arrival only); warp 0's lane 0 also
+            // arms the partner's bytes: the NQ rows of P^T of its S
+            // warpgroup sw and their rescale factors.
+            if (lane == 0 || (w == 0 && lane < 4)) {
+                if (w == 0 && lane == 0)
                     mbar_arrive_expect_tx(mb_pf + 8u * sl2, NQ * 128 + NQ * 4);
                 else
                     mbar_arrive(mb_pf + 8u * sl2);
@@ -468,8 +472,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
                 }
         }
         __syncwarp();
-        if (lane == 0) {
-            if (w == 0)
+        if (lane == 0 || (w == 0 && lane < 4)) { // as PF
+            if (w == 0 && lane == 0)
                 mbar_arrive_expect_tx(mb_fin, NQ * 4);
             else
                 mbar_arrive(mb_fin);
