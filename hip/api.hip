@@ -208,6 +208,8 @@ static bool fast_uses_pp(const mla_gpu_args *a, const mla_gpu_options &o)
 // head_dim 576 and v_head_dim 512 (each CTA of the pair holds 256 of V's
 // columns and the matching half of the rope), more than 32 and at most 96
 // rows (one pass, wgmma N = 64 or 96). Elsewhere pair runs what auto runs.
+// Only when fast_kernel pair asks for it: measured 1.12x auto's time at K3
+// bs 32 / 16k and 1.5x at DSV3 (docs/perf-log.md step 37).
 static bool fast_uses_pair(const mla_gpu_args *a, const mla_gpu_options &o)
 {
     const mla_shape *s = &a->shape;

@@ -198,8 +198,9 @@ static_assert(64 * (DV_MAX + 8) * 2 <= 2 * PP_BUF, "ping-pong partial staging fi
 // .. + 31 of Q and of every 64-token block. A block stage: four 128-byte
 // swizzled atoms of 64 token rows (8 KB each) and the rope part, K-major
 // without swizzle (8-row x 16-byte core matrices, 512 bytes per 8 rows).
-// Q^T the same way over NR rows. Then the partner's partial scores of this
-// CTA's own rows (fp32 [2 slots][NR / 2 columns][64 tokens], in the
+// Q^T the same way over NR rows (each S warpgroup's own quarter, then its
+// partner-bound one). Then the partner's partial scores of this CTA's own
+// rows (fp32 [2 S warpgroups][2 slots][NR / 4 columns][64 tokens], in the
 // senders' register order), the probabilities P^T (bf16 [2 slots][NR rows]
 // [64 tokens], 128-byte swizzled), the per-row rescale factors [2][NR], the
 // max-reduction and sum-reduction scratch, the final 1 / l [NR], and the

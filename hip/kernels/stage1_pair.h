@@ -15,27 +15,32 @@ namespace mla_dev {
 // 64-row blocks, a quarter of the tensor work on padding (as FlashMLA,
 // which the same-run table puts at 88% of that padded bound). Swapping the
 // operands (SPEC section 10) puts the 64 tokens of a block in M and the
-// query rows in N: S^T = K Q^T (m64nNRk16) and O^T = V^T P^T (m64nNRk16,
-// dv in M). O^T of 96 rows x 512 columns in fp32 is 192 KB, too much for
-// one SM's registers beside S, so a cluster of two CTAs shares each split:
-// CTA r holds V columns 256 r .. + 255 (its O^T, 96 registers a thread in
-// two warpgroups) and the matching half of every K row (nope 256 r .. and
-// rope 512 + 32 r ..), so each CTA gathers half of each token row and the
-// two together read every byte once. The S^T chain of a CTA covers its
-// half of the 576 columns (18 k16 steps); the halves are summed across the
-// pair through distributed shared memory: CTA r sends the partial scores of
-// the partner's rows (query rows NR/2 (1 - r) ..) and receives those of its
-// own, runs the online softmax of its own NR/2 rows (the running max never
-// crosses CTAs), and writes P^T of its rows into both CTAs' P buffer with
-// the rows' rescale factors. Each CTA's PV then covers all NR rows for its
-// 256 columns.
-// Warpgroups: 0 gathers (warps 0-1 the even blocks, 2-3 the odd), 1 runs the
-// S^T chain, the exchange and the softmax, 2 and 3 the PV (m-tiles 2x,
-// 2x + 1 of the CTA's four). Every hand-over is an mbarrier; those that
-// cross CTAs arrive with release.cluster and are waited with
-// acquire.cluster. Tensor work per block and CTA at NR = 96: S 18 x 48 +
-// PV 16 x 48 = 1,632 cycles, against 2,176 for each of the two 64-row CTAs
-// of the padded kernels.
+// query rows in N: S^T = K Q^T and O^T = V^T P^T (m64nNRk16, dv in M). O^T
+// of 96 rows x 512 columns in fp32 is 192 KB, too much for one SM's
+// registers beside S, so a cluster of two CTAs shares each split: CTA r
+// holds V columns 256 r .. + 255 (its O^T, 96 registers a thread in two
+// warpgroups) and the matching half of every K row (nope 256 r .. and rope
+// 512 + 32 r ..), so each CTA gathers half of each token row and the two
+// together read every byte once. A CTA's S^T covers its half of the 576
+// columns; the halves are summed across the pair through distributed
+// shared memory. The query rows are four quarters: CTA r runs the online
+// softmax of quarters 2r and 2r + 1 (the running max never crosses CTAs),
+// one per S warpgroup, whose chain (m64n48k16 at NR = 96) covers its own
+// quarter and the partner-bound one (Q^T's rows are stored in that order);
+// it sends the partial scores of the latter to the partner's S warpgroup of
+// the same index, adds the partner's to its own quarter, and writes P^T of
+// its quarter into both CTAs' P buffer with the rows' rescale factors. Each
+// CTA's PV then covers all NR rows for its 256 columns.
+// Warpgroups: 0 gathers (warp g owns stage g), 1 and 2 the S warpgroups, 3
+// and 4 the PV (m-tiles 2x, 2x + 1 of the CTA's four). Every hand-over is
+// an mbarrier; data crosses CTAs as st.async only. Tensor work per block
+// and CTA at NR = 96: S 2 x 18 x 24 + PV 16 x 48 = 1,632 cycles, against
+// 2,176 for each of the two 64-row CTAs of the padded kernels.
+// Measured (H200, docs/perf-log.md step 37): correct and sanitizer-clean,
+// but slower than auto (K3 bs 32 / 16k 308.6 against 275.4 us; FlashMLA
+// 227.7): ~4,200 cycles a block, where each S warpgroup's path is serial:
+// its chain and the wait for it 30%, the partner's partial scores 18%, the
+// softmax 30%, the copies to the partner 10%. Opt-in; auto never picks it.
 // ---------------------------------------------------------------------------
 
 template <int NR> struct PairMma;

@@ -54,7 +54,8 @@ typedef enum {
     MLA_GPU_FAST_KERNEL_PAIR = 5   /* auto, but bf16 pools with head_dim 576, v_head_dim 512
                                       and 33-96 rows (num_heads * q_len) run the pair stage 1:
                                       all rows unpadded in one pass (S^T = K Q^T), the head
-                                      dimension split over a cluster of two CTAs */
+                                      dimension split over a cluster of two CTAs.
+                                      Never chosen by auto */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */
