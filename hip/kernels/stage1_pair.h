@@ -43,6 +43,33 @@ namespace mla_dev {
 // softmax 30%, the copies to the partner 10%. Opt-in; auto never picks it.
 // ---------------------------------------------------------------------------
 
+// x reduced (max or sum) over the eight lanes of a warp that share t4 =
+// lane % 4, i.e. over the 16 token rows of the warp in the m64 accumulator
+// layout.
+template <bool MAX> __device__ __forceinline__ float pair_over_tokens(float x)
+{
+#pragma unroll
+    for (int m = 4; m <= 16; m <<= 1) {
+        const float y = __shfl_xor_sync(0xffffffffu, x, m);
+        x = MAX ? fmaxf(x, y) : x + y;
+    }
+    return x;
+}
+// A warp's per-column values (after pair_over_tokens: column 8 jj + 2 t4 +
+// e at index 2 jj + e, equal over the lanes of a t4) into red[column][warp],
+// by lanes 0-3.
+template <int JQ>
+__device__ __forceinline__ void pair_cols_to_red(float *red, const float (&v)[2 * JQ], int lane, int w)
+{
+    if (lane < 4) {
+#pragma unroll
+        for (int jj = 0; jj < JQ; ++jj)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                red[(8 * jj + 2 * lane + e) * 4 + w] = v[2 * jj + e];
+    }
+}
+
 template <int NR> struct PairMma;
 template <> struct PairMma<96> {
     template <int SD> __device__ static void s(float (&d)[24], uint64_t a, uint64_t b) { wgmma_m64n48k16<SD>(d, a, b); }
@@ -329,21 +356,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
 #pragma unroll
             for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    float x = fmaxf(v[jj][e], v[jj][2 + e]);
-                    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-                    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-                    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-                    cm[2 * jj + e] = x;
-                }
+                for (int e = 0; e < 2; ++e)
+                    cm[2 * jj + e] = pair_over_tokens<true>(fmaxf(v[jj][e], v[jj][2 + e]));
             float *red = RedW + sl2 * NQ * 4;
-            if (lane < 4) {
-#pragma unroll
-                for (int jj = 0; jj < JQ; ++jj)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        red[(8 * jj + 2 * t4 + e) * 4 + w] = cm[2 * jj + e];
-            }
+            pair_cols_to_red<JQ>(red, cm, lane, w);
             mbar_arrive(mb_mxw + 8u * sl2);
             // The P slot is free in both CTAs once both PVs of block i - 2
             // are done.
@@ -436,24 +452,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
         // Row sums: over the lanes of equal t4, then the four warps.
         float lsum[2 * JQ];
 #pragma unroll
-        for (int c = 0; c < 2 * JQ; ++c) {
-            float x = l_run[c];
-            x += __shfl_xor_sync(0xffffffffu, x, 4);
-            x += __shfl_xor_sync(0xffffffffu, x, 8);
-            x += __shfl_xor_sync(0xffffffffu, x, 16);
-            lsum[c] = x;
-        }
+        for (int c = 0; c < 2 * JQ; ++c)
+            lsum[c] = pair_over_tokens<false>(l_run[c]);
         // Red's slot (nb & 1) was last read for block nb - 2, before each
         // thread's MX arrival for block nb - 1.
         float *red = RedW + (nb & 1) * NQ * 4;
         mbar_wait(mb_mxw + 8u * ((nb + 1) & 1), nb >= 1 ? ((uint32_t)((nb - 1) >> 1) & 1) : 1u);
-        if (lane < 4) {
-#pragma unroll
-            for (int jj = 0; jj < JQ; ++jj)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    red[(8 * jj + 2 * t4 + e) * 4 + w] = lsum[2 * jj + e];
-        }
+        pair_cols_to_red<JQ>(red, lsum, lane, w);
         mbar_arrive(mb_lx + 8u * sw);
         mbar_wait(mb_lx + 8u * sw, 0);
         const uint32_t fin_r = cluster_map(mb_fin, pr);

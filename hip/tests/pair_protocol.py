@@ -17,49 +17,18 @@ order; the final 1 / l of all four quarters is in before the output is
 scaled. Then it plants one protocol bug at a time and requires each to be
 caught, so that a clean run is not a blind model. The kernel is written by
 hand from the same steps; a change to one belongs in the other."""
-import random
 import sys
 
 import planted
 
 
-class MBar:
-    """An mbarrier: a phase completes once `count` arrivals are in and its
-    transaction count (raised by expect_tx arrivals, lowered by complete_tx)
-    is back at zero."""
-
-    def __init__(self, count):
-        self.count = count
-        self.pending = count
-        self.tx = 0
-        self.phase = 0
-
-    def arrive(self, expect_tx=0):
-        self.tx += expect_tx
-        self.pending -= 1
-        if self.pending < 0:
-            raise AssertionError("more arrivals than the phase counts")
-        self._step()
-
-    def complete_tx(self, n):
-        self.tx -= n
-        self._step()
-
-    def _step(self):
-        if self.pending == 0 and self.tx == 0:
-            self.phase += 1
-            self.pending = self.count
-
-    def done(self, parity):
-        # try_wait.parity: the phase of that parity has completed.
-        return (self.phase & 1) != parity
-
+MBar = planted.MBar
+wait = planted.wait
 
 STAGES = 3
 
 
 def run(nb, seed, bug=None):
-    rnd = random.Random(seed)
     C = (0, 1)
     # One actor stands for each warp group; a warpgroup's per-warp
     # arrivals count once.
@@ -76,10 +45,6 @@ def run(nb, seed, bug=None):
     puse = [[set() for _ in range(2)] for _ in C]
     fval = [[False] * 4 for _ in C]
     order = {(c, x): [] for c in C for x in (0, 1)}
-
-    def wait(mb, parity):
-        while not mb.done(parity):
-            yield
 
     def gather(c, g):
         for u, j in enumerate(range(g, nb, STAGES)):
@@ -171,17 +136,7 @@ def run(nb, seed, bug=None):
         actors += [gather(c, g) for g in range(STAGES)]
         actors += [s_warpgroup(c, sw) for sw in (0, 1)]
         actors += [pv_warpgroup(c, x) for x in (0, 1)]
-    alive = list(range(len(actors)))
-    steps = 0
-    while alive:
-        k = rnd.choice(alive)
-        try:
-            next(actors[k])
-        except StopIteration:
-            alive.remove(k)
-        steps += 1
-        if steps > 400000:
-            raise AssertionError("deadlock")
+    planted.interleave(actors, seed, 400000)
     for key, got in order.items():
         if got != list(range(nb)):
             raise AssertionError("cta %d PV %d added blocks %s" % (key[0], key[1], got))
@@ -189,13 +144,7 @@ def run(nb, seed, bug=None):
 
 def check(bug):
     """The first failure over all block counts and schedules, or None."""
-    for nb in range(10):
-        for seed in range(150):
-            try:
-                run(nb, seed, bug)
-            except AssertionError as e:
-                return "nb %d seed %d: %s" % (nb, seed, e)
-    return None
+    return planted.sweep(run, range(10), range(150), bug)
 
 
 def main():

@@ -1,6 +1,8 @@
 """What the CPU model checks of hip/tests share: a clean run must pass, then
 each planted bug must make the same check fail, so that a pass is not the
-word of a blind check."""
+word of a blind check; and, for the protocol models, mbarriers, random
+interleavings of the actors and the sweep over block counts and schedules."""
+import random
 
 
 def run(tag, check, clean_msg, bugs, noun):
@@ -19,3 +21,71 @@ def run(tag, check, clean_msg, bugs, noun):
         missed += why is None
     print("%s: %d of %d planted %s caught" % (tag, len(bugs) - missed, len(bugs), noun))
     return 1 if missed else 0
+
+
+class MBar:
+    """An mbarrier of the protocol models: a phase completes once `count`
+    arrivals are in and its transaction count (raised by expect_tx
+    arrivals, lowered by complete_tx: st.async bytes, in either order with
+    the arming arrival) is back at zero; waiters name a phase by parity."""
+
+    def __init__(self, count):
+        self.count = count
+        self.pending = count
+        self.tx = 0
+        self.phase = 0
+
+    def arrive(self, expect_tx=0):
+        self.tx += expect_tx
+        self.pending -= 1
+        if self.pending < 0:
+            raise AssertionError("more arrivals than the phase counts")
+        self._step()
+
+    def complete_tx(self, n):
+        self.tx -= n
+        self._step()
+
+    def _step(self):
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+
+    def done(self, parity):
+        # try_wait.parity: the phase of that parity has completed.
+        return (self.phase & 1) != parity
+
+
+def wait(mb, parity):
+    """A generator that yields until phase `parity` of mb has completed."""
+    while not mb.done(parity):
+        yield
+
+
+def interleave(actors, seed, limit):
+    """Steps the actor generators in a random order (seeded) until all have
+    finished; more than `limit` steps is a deadlock."""
+    rnd = random.Random(seed)
+    alive = list(range(len(actors)))
+    steps = 0
+    while alive:
+        k = rnd.choice(alive)
+        try:
+            next(actors[k])
+        except StopIteration:
+            alive.remove(k)
+        steps += 1
+        if steps > limit:
+            raise AssertionError("deadlock")
+
+
+def sweep(run, counts, seeds, bug):
+    """The first failure of run(n, seed, bug) over the counts and seeds, as a
+    message, or None."""
+    for n in counts:
+        for seed in seeds:
+            try:
+                run(n, seed, bug)
+            except AssertionError as e:
+                return "nb %d seed %d: %s" % (n, seed, e)
+    return None

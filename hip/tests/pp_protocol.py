@@ -10,35 +10,16 @@ statistics) it expects; each warpgroup adds the blocks to its O in order.
 Then it plants one protocol bug at a time and requires each to be caught,
 so that a clean run is not a blind model. The kernel is written by hand
 from the same steps; a change to one belongs in the other."""
-import random
 import sys
 
 import planted
 
 
-class MBar:
-    """An mbarrier: phase k completes after `count` arrivals."""
-
-    def __init__(self, count):
-        self.count = count
-        self.pending = count
-        self.phase = 0
-
-    def arrive(self):
-        self.pending -= 1
-        if self.pending < 0:
-            raise AssertionError("more arrivals than the phase counts")
-        if self.pending == 0:
-            self.phase += 1
-            self.pending = self.count
-
-    def done(self, parity):
-        # try_wait.parity: the phase of that parity has completed.
-        return (self.phase & 1) != parity
+MBar = planted.MBar
+wait = planted.wait
 
 
 def run(nb, seed, bug=None):
-    rnd = random.Random(seed)
     # One actor stands for each thread group; its arrival counts once.
     full = [MBar(1), MBar(1)]
     empty = [MBar(2), MBar(2)]
@@ -48,10 +29,6 @@ def run(nb, seed, bug=None):
     patom = [None, None]     # block whose P is in buffer b's rope atom
     pub = [None, None]       # block whose row statistics warpgroup x published
     order = {0: [], 1: []}
-
-    def wait(mb, parity):
-        while not mb.done(parity):
-            yield
 
     def gather(pw):
         for j in range(pw, nb, 2):
@@ -113,18 +90,7 @@ def run(nb, seed, bug=None):
                 yield
             i += 2
 
-    actors = [gather(0), gather(1), warpgroup(0), warpgroup(1)]
-    alive = list(range(4))
-    steps = 0
-    while alive:
-        k = rnd.choice(alive)
-        try:
-            next(actors[k])
-        except StopIteration:
-            alive.remove(k)
-        steps += 1
-        if steps > 200000:
-            raise AssertionError("deadlock")
+    planted.interleave([gather(0), gather(1), warpgroup(0), warpgroup(1)], seed, 200000)
     for x in (0, 1):
         if order[x] != list(range(nb)):
             raise AssertionError("wg %d added blocks %s" % (x, order[x]))
@@ -132,13 +98,7 @@ def run(nb, seed, bug=None):
 
 def check(bug):
     """The first failure over all block counts and schedules, or None."""
-    for nb in range(12):
-        for seed in range(300):
-            try:
-                run(nb, seed, bug)
-            except AssertionError as e:
-                return "nb %d seed %d: %s" % (nb, seed, e)
-    return None
+    return planted.sweep(run, range(12), range(300), bug)
 
 
 def main():
