@@ -106,8 +106,9 @@ __device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 4], uint32_t stag
     wg_commit();
 }
 
-// The gather warps' L2 prefetch of their next block: 0 (default: measured
-// no faster at K3 and 4% slower at DSV3, docs/perf-log.md step 37) or 1.
+// The gather warps' L2 prefetch of their next block: 0 (default: with it
+// K3 bs 32 / 16k took 328.6 us against 308.6 and DeepSeek-V3 bs 32 / 16k
+// 260.3 against 246.8, same run, docs/perf-log.md step 37) or 1.
 #ifndef MLA_PAIR_L2_PREFETCH
 #define MLA_PAIR_L2_PREFETCH 0
 #endif
