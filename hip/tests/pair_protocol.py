@@ -148,11 +148,9 @@ def check(bug):
 
 
 def main():
-    if len(sys.argv) > 1:
-        print(__doc__)
-        print("usage: pair_protocol.py  (no arguments; exit 0 when the protocol holds and "
-              "every planted bug is caught)")
-        return 0 if sys.argv[1] in ("-h", "--help") else 2
+    st = planted.usage(sys.argv, __doc__, "the protocol holds and every planted bug is caught")
+    if st is not None:
+        return st
     return planted.run("pair_protocol", check, "10 block counts x 150 schedules: no deadlock, no stale read",
                        ("gather-skips-empty", "s-skips-pe-wait", "sx-one-slot", "pf-no-arm"), "bugs")
 

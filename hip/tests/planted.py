@@ -5,6 +5,17 @@ interleavings of the actors and the sweep over block counts and schedules."""
 import random
 
 
+def usage(argv, doc, what):
+    """None when the model script got no arguments; else prints its doc
+    string and usage (what: the condition of exit 0) and returns the exit
+    status, 0 for -h / --help and 2 for anything else."""
+    if len(argv) <= 1:
+        return None
+    print(doc)
+    print("usage: %s  (no arguments; exit 0 when %s)" % (argv[0].rsplit("/", 1)[-1], what))
+    return 0 if argv[1] in ("-h", "--help") else 2
+
+
 def run(tag, check, clean_msg, bugs, noun):
     """check(bug) returns None when everything holds, else why not; bug None
     is the code as written. Prints one line per run and the tally; returns

@@ -134,9 +134,10 @@ def check_pp(bug=None):
 
 
 def main():
-    if len(sys.argv) > 1:
-        print(__doc__)
-        return 0 if sys.argv[1] in ("-h", "--help") else 2
+    st = planted.usage(sys.argv, __doc__, "the model reads the ws kernel right, the ping-pong indices hold and "
+                       "every planted error is caught")
+    if st is not None:
+        return st
     why = calibrate()
     if why:
         print("pp_layout: the model misreads the validated ws kernel: " + why)

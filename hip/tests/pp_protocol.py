@@ -102,11 +102,9 @@ def check(bug):
 
 
 def main():
-    if len(sys.argv) > 1:
-        print(__doc__)
-        print("usage: pp_protocol.py  (no arguments; exit 0 when the protocol holds and "
-              "every planted bug is caught)")
-        return 0 if sys.argv[1] in ("-h", "--help") else 2
+    st = planted.usage(sys.argv, __doc__, "the protocol holds and every planted bug is caught")
+    if st is not None:
+        return st
     return planted.run("pp_protocol", check, "12 block counts x 300 schedules: no deadlock, no stale read",
                        ("gather-skips-empty", "early-release", "ready-before-p"), "bugs")
 
