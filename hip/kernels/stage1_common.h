@@ -77,6 +77,18 @@ __device__ __forceinline__ bool cta_split(const Stage1Params &p, int s, int b, i
     return true;
 }
 
+// A finished split's row: the factor v_scale / l of its partial output and
+// its natural-log lse. l == 0 (every key masked) gives 0 and -inf; a NaN l
+// (a NaN score) NaN for both, never -inf, so the NaN reaches the output.
+__device__ __forceinline__ float split_out_scale(float v_scale, float l)
+{
+    return l != 0.f ? v_scale / l : 0.f;
+}
+__device__ __forceinline__ float split_lse(float m, float l)
+{
+    return l != 0.f ? (m + __log2f(l)) * LN2 : -INFINITY;
+}
+
 // The staged bf16 partial (ROWS rows of pitch OSP in shared memory) out to
 // part_o in 16-byte chunks, a whole row per Dv / 8 lanes, by NT threads.
 template <int ROWS, int NT>

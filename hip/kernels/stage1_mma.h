@@ -234,9 +234,8 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     }
 
     if (sub == 0) {
-        const bool any = l_run != 0.f; // NaN (a NaN score): NaN lse and partial, not -inf
-        Linv[srow] = any ? p.v_scale / l_run : 0.f;
-        Lse[srow] = any ? (m_run + __log2f(l_run)) * LN2 : -INFINITY;
+        Linv[srow] = split_out_scale(p.v_scale, l_run);
+        Lse[srow] = split_lse(m_run, l_run);
     }
     __syncthreads();
 

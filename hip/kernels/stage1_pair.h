@@ -375,11 +375,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
                 for (int e = 0; e < 2; ++e) {
                     const int c = 2 * jj + e;
                     const float4 m4 = *(const float4 *)(red + (8 * jj + 2 * t4 + e) * 4);
-                    const float bm = fmaxf(fmaxf(m4.x, m4.y), fmaxf(m4.z, m4.w));
-                    const float m_new = fmaxf(m_run[c], bm);
-                    const float m_use = m_new == -INFINITY ? 0.f : m_new;
-                    al[c] = ws_exp2(m_run[c] - m_use);
-                    m_run[c] = m_new;
+                    float m_use;
+                    al[c] = ws_max_step(fmaxf(fmaxf(m4.x, m4.y), fmaxf(m4.z, m4.w)), m_run[c], m_use);
                     const float p0 = ws_exp2(v[jj][e] - m_use), p1 = ws_exp2(v[jj][2 + e] - m_use);
                     l_run[c] = l_run[c] * al[c] + p0 + p1;
                     v[jj][e] = p0;
@@ -472,14 +469,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
                     const int c = 2 * jj + e, col = NQ * qown + 8 * jj + 2 * t4 + e;
                     const float4 l4 = *(const float4 *)(red + (8 * jj + 2 * t4 + e) * 4);
                     const float l = (l4.x + l4.y) + (l4.z + l4.w);
-                    const float f = l != 0.f ? p.v_scale / l : 0.f;
+                    const float f = split_out_scale(p.v_scale, l);
                     Fin[col] = f;
                     st_async_f(fin_remote + (uint32_t)(col * 4), f, fin_r);
                     bool ok;
                     const int rr = row_of(p, NR, 0, col, ok);
-                    // NaN (a NaN score): NaN lse, not -inf.
                     if (ok)
-                        p.part_lse[part_row0 + rr] = l != 0.f ? (m_run[c] + __log2f(l)) * LN2 : -INFINITY;
+                        p.part_lse[part_row0 + rr] = split_lse(m_run[c], l);
                 }
         }
         __syncwarp();
@@ -565,7 +561,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
             }
         nbar_sync(BAR_END, NT);
     }
-    // The staged partial: rows < HL, this CTA's 256 columns, 16-byte chunks.
+    // The staged partial: rows < HL, this CTA's 256 columns (store_partial
+    // writes whole Dv rows), 16-byte chunks.
     for (int idx = tid; idx < NR * 32; idx += NT) {
         const int k = idx >> 5, c = (idx & 31) * 8;
         bool ok;

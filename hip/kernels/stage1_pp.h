@@ -365,8 +365,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         // Every wgmma and copy is done: the blocks' memory takes the
         // partial, staged so that it leaves in coalesced 16-byte rows.
         nbar_sync(BAR_END, NT);
-        const float s0 = l[0] != 0.f ? p.v_scale / l[0] : 0.f;
-        const float s1 = l[1] != 0.f ? p.v_scale / l[1] : 0.f;
+        const float s0 = split_out_scale(p.v_scale, l[0]);
+        const float s1 = split_out_scale(p.v_scale, l[1]);
         const int c0 = 256 * x;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
@@ -382,9 +382,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             for (int h = 0; h < 2; ++h) {
                 bool ok;
                 const int r = row_of(p, ROWS, y, r0 + 8 * h, ok);
-                const bool any = l[h] != 0.f; // NaN (a NaN score): NaN lse, not -inf
                 if (ok)
-                    p.part_lse[part_row0 + r] = any ? (m[h] + __log2f(l[h])) * LN2 : -INFINITY;
+                    p.part_lse[part_row0 + r] = split_lse(m[h], l[h]);
             }
         }
         nbar_sync(BAR_END, NT);

@@ -71,21 +71,27 @@ __device__ __forceinline__ float ws_exp2(float x)
     return y;
 #endif
 }
-// One row's online-softmax step over a quad (the four lanes that share a row
-// in the wgmma accumulator layouts): tmax, this lane's largest scaled score,
-// becomes the quad's; m_run moves to the new running max. Returns the factor
+// One row's online-softmax step from its block maximum tmax (scaled
+// scores): m_run moves to the new running max. Returns the factor
 // exp2(m_old - m_use) for what was accumulated before; m_use is the offset
 // of the new probabilities: the new max, or 0 for a row whose max is still
 // -inf (it has seen nothing: keeps exp2 away from (-inf) - (-inf)).
-__device__ __forceinline__ float ws_quad_max_step(float tmax, float &m_run, float &m_use)
+__device__ __forceinline__ float ws_max_step(float tmax, float &m_run, float &m_use)
 {
-    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
     const float m_new = fmaxf(m_run, tmax);
     m_use = m_new == -INFINITY ? 0.f : m_new;
     const float alpha = ws_exp2(m_run - m_use);
     m_run = m_new;
     return alpha;
+}
+// The same over a quad (the four lanes that share a row in the wgmma
+// accumulator layouts): tmax, this lane's largest scaled score, becomes the
+// quad's first.
+__device__ __forceinline__ float ws_quad_max_step(float tmax, float &m_run, float &m_use)
+{
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+    return ws_max_step(tmax, m_run, m_use);
 }
 // The quad's sum of this lane's row sum.
 __device__ __forceinline__ float ws_quad_sum(float sum)
@@ -871,13 +877,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
         if (!SC && (lane & 3) == 0) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const bool any = lA[h] != 0.f; // NaN (a NaN score): NaN lse, not -inf
-                Linv[rA + 8 * h] = any ? p.v_scale / lA[h] : 0.f;
-                Lse[rA + 8 * h] = any ? (mA[h] + __log2f(lA[h])) * LN2 : -INFINITY;
+                Linv[rA + 8 * h] = split_out_scale(p.v_scale, lA[h]);
+                Lse[rA + 8 * h] = split_lse(mA[h], lA[h]);
                 if (TWO && w >= 2) {
-                    const bool anyB = lB[h] != 0.f;
-                    Linv[rB + 8 * h] = anyB ? p.v_scale / lB[h] : 0.f;
-                    Lse[rB + 8 * h] = anyB ? (mB[h] + __log2f(lB[h])) * LN2 : -INFINITY;
+                    Linv[rB + 8 * h] = split_out_scale(p.v_scale, lB[h]);
+                    Lse[rB + 8 * h] = split_lse(mB[h], lB[h]);
                 }
             }
         }
@@ -991,8 +995,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             if (wg_idx == 1 && tq == 0) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const bool any = lS[h] != 0.f; // NaN (a NaN score): NaN lse, not -inf
-                    Lse[r0 + 8 * h] = any ? (mS[h] + __log2f(lS[h])) * LN2 : -INFINITY;
+                    Lse[r0 + 8 * h] = split_lse(mS[h], lS[h]);
                 }
             }
         }
@@ -1046,8 +1049,8 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
             nbar_sync(BAR_P_FREE, NT);
         }
         nbar_sync(BAR_END, NT);
-        const float s0 = SC ? (lS[0] != 0.f ? p.v_scale / lS[0] : 0.f) : Linv[r0];
-        const float s1 = SC ? (lS[1] != 0.f ? p.v_scale / lS[1] : 0.f) : Linv[r0 + 8];
+        const float s0 = SC ? split_out_scale(p.v_scale, lS[0]) : Linv[r0];
+        const float s1 = SC ? split_out_scale(p.v_scale, lS[1]) : Linv[r0 + 8];
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
             const int col = c0 + 8 * j + 2 * tq;
