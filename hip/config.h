@@ -37,7 +37,7 @@ static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole t
 // full barriers do order (hip/tests/racecheck_subset_barrier.cu reproduces
 // it in 40 lines), so each tile's data is published by the P_FULL barrier
 // of the tile before instead.
-enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4 };
+enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4, BAR_PAIR_L = 5 };
 
 // Shared-memory plan of a stage-1 CTA: byte offsets of each region from
 // the (aligned) base, and the dynamic bytes to request (slack included).
@@ -198,21 +198,26 @@ static_assert(64 * (DV_MAX + 8) * 2 <= 2 * PP_BUF, "ping-pong partial staging fi
 // .. + 31 of Q and of every 64-token block. A block stage: four 128-byte
 // swizzled atoms of 64 token rows (8 KB each) and the rope part, K-major
 // without swizzle (8-row x 16-byte core matrices, 512 bytes per 8 rows).
-// Q^T the same way over NR rows (each S warpgroup's own quarter, then its
-// partner-bound one). Then the partner's partial scores of this CTA's own
-// rows (fp32 [2 S warpgroups][2 slots][NR / 4 columns][64 tokens], in the
-// senders' register order), the probabilities P^T (bf16 [2 slots][NR rows]
-// [64 tokens], 128-byte swizzled), the per-row rescale factors [2][NR], the
-// max-reduction and sum-reduction scratch, the final 1 / l [NR], and the
-// mbarriers.
+// Q^T the same way over NR rows (this CTA's NR / 2, then the partner's).
+// Then the probabilities P^T (bf16 [2 S warpgroups][NR rows][64 tokens],
+// 128-byte swizzled), the partner's partial scores of this CTA's rows (fp32
+// [2 S warpgroups][NR / 2 columns][64 tokens], in the senders' register
+// order), the per-row rescale factors [2][NR], the max-reduction and
+// sum-reduction scratch [2 S warpgroups][2][NR / 2][4 warps], the final
+// 1 / l [NR], the running max after each of the last three blocks [3][NR /
+// 2], and the mbarriers.
 constexpr int PR_BN = 64;                    // tokens per block
 constexpr int PR_STAGES = 3;                 // blocks in flight
 constexpr int PR_ATOM = PR_BN * 128;         // one nope atom column of a block
 constexpr int PR_ROPE = 4 * PR_ATOM;         // offset of the rope part in a stage
 constexpr int PR_STAGE = PR_ROPE + PR_BN * 64; // bytes of one stage
-constexpr int PR_NMBAR = 24; // FULL[3] EMPTY[3] SXF[2][2] MX[2][2] PF[2] PE[2] LX[2] QR FIN, and slack
+constexpr int PR_NMBAR = 24; // FULL[3] EMPTY[3] SXF[2] MX[2][2] PF[2] PE[2] MR QR FIN, and slack
+// setmaxnreg of the gather and S warpgroups (the PV warpgroups take 128):
+// 640 threads launch with 96 registers each.
+constexpr int PR_GREGS = 48, PR_SREGS = 88;
+static_assert(PR_GREGS + 2 * PR_SREGS + 2 * 128 <= 5 * 96, "pair setmaxnreg plan exceeds the launch allocation");
 struct Stage1PairSmem {
-    int q, stage, sx, p, alpha, red, fin, mbar, bytes;
+    int q, stage, sx, p, alpha, red, fin, mx, mbar, bytes;
 };
 constexpr Stage1PairSmem stage1_pair_smem_plan(int nr)
 {
@@ -223,8 +228,9 @@ constexpr Stage1PairSmem stage1_pair_smem_plan(int nr)
     m.sx = m.p + 2 * nr * 128;
     m.alpha = m.sx + 2 * (nr / 2) * PR_BN * 4;
     m.red = m.alpha + 2 * nr * 4;
-    m.fin = m.red + 2 * (nr / 2) * 4 * 4;
-    m.mbar = m.fin + nr * 4;
+    m.fin = m.red + 2 * 2 * (nr / 2) * 4 * 4;
+    m.mx = m.fin + nr * 4;
+    m.mbar = m.mx + 3 * (nr / 2) * 4;
     m.bytes = 1024 + m.mbar + PR_NMBAR * 8;
     return m;
 }

@@ -72,22 +72,21 @@ __device__ __forceinline__ void pair_cols_to_red(float *red, const float (&v)[2 
 
 template <int NR> struct PairMma;
 template <> struct PairMma<96> {
-    template <int SD> __device__ static void s(float (&d)[24], uint64_t a, uint64_t b) { wgmma_m64n48k16<SD>(d, a, b); }
+    template <int SD> __device__ static void s(float (&d)[48], uint64_t a, uint64_t b) { wgmma_m64n96k16<SD>(d, a, b); }
     __device__ static void o(float (&d)[48], uint64_t a, uint64_t b) { wgmma_m64n96k16_ta(d, a, b); }
 };
 template <> struct PairMma<64> {
-    template <int SD> __device__ static void s(float (&d)[16], uint64_t a, uint64_t b) { wgmma_m64n32k16<SD>(d, a, b); }
+    template <int SD> __device__ static void s(float (&d)[32], uint64_t a, uint64_t b) { wgmma_m64n64k16<SD>(d, a, b); }
     __device__ static void o(float (&d)[32], uint64_t a, uint64_t b) { wgmma_m64n64k16_ta(d, a, b); }
 };
 
-// One S warpgroup's S^T[64 tokens x NR / 2] over this CTA's 288 columns: 16
+// One block's partial S^T[64 tokens x NR] over this CTA's 288 columns: 16
 // nope steps through the 128-byte swizzled atoms (32 bytes a step inside an
 // atom, the next atom PR_ATOM bytes on for the block, NR * 128 for Q^T),
 // then the two rope steps in the unswizzled core-matrix layout (256 bytes a
-// step). q_s: the warpgroup's first Q^T row in atom 0; q_rope: in the rope
-// part.
+// step). q_s: Q^T's atom 0; q_rope: its rope part.
 template <int NR>
-__device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 4], uint32_t stage_s, uint32_t q_s, uint32_t q_rope)
+__device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 2], uint32_t stage_s, uint32_t q_s, uint32_t q_rope)
 {
     uint64_t da = wg_desc_sw128(stage_s), db = wg_desc_sw128(q_s);
     wg_fence();
@@ -116,12 +115,9 @@ __device__ __forceinline__ void pair_s_chain(float (&acc)[NR / 4], uint32_t stag
 template <int NR>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_kernel(Stage1Params p)
 {
-    // Query rows in quarters of NQ: CTA r owns quarters 2r and 2r + 1 (its
-    // softmax rows); S warpgroup s (0, 1) owns quarter 2r + s and computes
-    // the partial scores of quarter 2(1 - r) + s for the partner's S
-    // warpgroup s. NS: its accumulators (N = NR / 2); JQ: 8-column blocks a
-    // quarter.
-    constexpr int NT = 640, NQ = NR / 4, NS = NR / 4, JQ = NQ / 8, NA = NR / 2;
+    // CTA r owns query rows NA r .. NA r + NA - 1 (their softmax); JQ:
+    // 8-column blocks of them.
+    constexpr int NT = 640, NA = NR / 2, JQ = NA / 8;
     constexpr Stage1PairSmem SM = stage1_pair_smem_plan(NR);
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *base =
@@ -131,26 +127,28 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
     float *Alpha = (float *)(base + SM.alpha);
     float *Red = (float *)(base + SM.red);
     float *Fin = (float *)(base + SM.fin);
+    float *Mx = (float *)(base + SM.mx);
     // FULL[3] (32: gather warp s owns stage s): the block landed. EMPTY[3]
-    // (16: the warps of warpgroups 1-4): done with the stage. SXF[s][2] (1
-    // arrival, S warpgroup s's arm, + its partner's NQ x 64 x 4 bytes of
-    // st.async): the partner's partial scores of its quarter are in Sx.
-    // (A slot is free again without a barrier: the partner writes it for
-    // block i + 2 only after it has this warpgroup's scores of block i + 1,
-    // which each of its threads sends after reading the slot for block i.)
-    // MX[s][2] (128): the block's column maxima of warpgroup s are in Red.
-    // PF[2] (14: lane 0 of each S warp, and lanes 1-3 of each S
-    // warpgroup's warp 0, whose lane 0 also arms its partner's bytes of P^T
-    // and rescale factors): the block's P^T is in.
-    // PE[2] (16: the PV warps here and in the partner): both CTAs' PV are
-    // done with the P slot. LX[s] (128): the row sums are in Red. QR (8: the
-    // S warps): Q^T landed. FIN (14, as PF): every row's 1 / l is in Fin.
+    // (12: the warps of the block's S warpgroup and of the PV warpgroups):
+    // done with the stage. SXF[s] (1 arrival, S warpgroup s's arm, + its
+    // partner's NA x 64 x 4 bytes of st.async): the partner's partial scores
+    // of this CTA's rows are in Sx (its slot: the S warpgroup's blocks
+    // alternate with the other's, so one slot each; the sender waits for
+    // the slot as the S role says). MX[s][2] (128): the block's column
+    // maxima of warpgroup s are in Red. MR (128, the block's S warpgroup):
+    // the running max after the block is in Mx and its readers of Mx are
+    // done. PF[s] (7: lane 0 of each warp of S warpgroup s and lanes 1-3 of
+    // its warp 0, whose lane 0 also arms the partner's bytes of P^T and
+    // rescale factors): the block's P^T is in P slot s. PE[s] (16: the PV
+    // warps here and in the partner): both CTAs' PV are done with P slot s.
+    // QR (8: the S warps): Q^T landed. FIN (NA, the threads that wrote a
+    // factor): every row's 1 / l is in Fin.
     // Arrivals per warp: __syncwarp orders the lanes' writes before lane 0's
     // release. Data crosses CTAs only as st.async (device/cluster_sm90.h
     // says why), so every wait is a plain CTA-scope wait.
     const uint32_t mb = base_s + SM.mbar;
-    const uint32_t mb_full = mb, mb_empty = mb + 24, mb_sxf = mb + 48, mb_mx = mb + 80, mb_pf = mb + 112,
-                   mb_pe = mb + 128, mb_lx = mb + 144, mb_qr = mb + 160, mb_fin = mb + 168;
+    const uint32_t mb_full = mb, mb_empty = mb + 24, mb_sxf = mb + 48, mb_mx = mb + 64, mb_pf = mb + 96,
+                   mb_pe = mb + 112, mb_mr = mb + 128, mb_qr = mb + 136, mb_fin = mb + 144;
 
     pdl_launch_dependents();
     const int r = (int)cluster_rank(), s = blockIdx.x >> 1, b = blockIdx.z;
@@ -167,19 +165,18 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
     if (tid == 0) {
         for (int i = 0; i < 3; ++i) {
             mbar_init(mb_full + 8u * i, 32);
-            mbar_init(mb_empty + 8u * i, 16);
+            mbar_init(mb_empty + 8u * i, 12);
         }
-        for (int i = 0; i < 4; ++i) {
-            mbar_init(mb_sxf + 8u * i, 1);
+        for (int i = 0; i < 4; ++i)
             mbar_init(mb_mx + 8u * i, 128);
-        }
         for (int i = 0; i < 2; ++i) {
-            mbar_init(mb_pf + 8u * i, 14);
+            mbar_init(mb_sxf + 8u * i, 1);
+            mbar_init(mb_pf + 8u * i, 7);
             mbar_init(mb_pe + 8u * i, 16);
-            mbar_init(mb_lx + 8u * i, 128);
         }
+        mbar_init(mb_mr, 128);
         mbar_init(mb_qr, 8);
-        mbar_init(mb_fin, 14);
+        mbar_init(mb_fin, NA);
         fence_mbar_init_cluster();
     }
     __syncthreads();
@@ -199,29 +196,30 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
     // Registers: 640 threads launch with 96 each, and setmaxnreg only moves
     // registers within the CTA's allocation (an increase waits until others
     // have given back enough: a plan over budget hangs, as the first
-    // 640-thread form did): gather 80 (its 16 slots held a block ahead), S
-    // 72, PV 128: 16 + 2 x 24 given back cover the PV warpgroups' 2 x 32
-    // (the S code needs 62 registers, the PV code 124).
+    // 640-thread form did): gather PR_GREGS, S PR_SREGS, PV 128, within
+    // 5 x 96 (static_assert below).
     if (wg == 0) {
         // Gather: warp g (0-2) owns stage g and takes the blocks j = g mod 3,
         // three blocks in flight; warp 3 has nothing to do. 8 lanes per token
         // row (chunk gc of each 128-byte nope line; gc < 4 also the rope
         // chunk), tokens tk + 4 i of the block.
-        regs_dec<80>();
+        regs_dec<PR_GREGS>();
         const int g = tid >> 5, tk = lane >> 3, gc = lane & 7;
         const long long col0 = 256LL * r + 8 * gc, rope0 = 512LL + 32 * r + 8 * gc;
         if (g < PR_STAGES) {
             const uint32_t dst = st_s + (uint32_t)(g * PR_STAGE);
-            // The slots of block j's tokens tk + 4 i (-1 past the split),
-            // looked up one block of this warp ahead: the lookups' latency
-            // stays off the path from EMPTY to the copies (without, the S
-            // warpgroups waited on FULL 45% of their time: perf log step 37).
-            int64_t sl[16];
+            // The slots of block j's tokens lane and lane + 32 (-1 past the
+            // split), looked up one block of this warp ahead: the lookups'
+            // latency stays off the path from EMPTY to the copies (without,
+            // the S warpgroups waited on FULL 45% of their time: perf log
+            // step 37). Two a lane, shuffled to the lanes that copy them,
+            // leave the S warpgroups the registers of their 96-column chain.
+            int64_t sl2[2];
             auto slots = [&](int j) {
 #pragma unroll
-                for (int i = 0; i < 16; ++i) {
-                    const int gt = j * PR_BN + tk + 4 * i;
-                    sl[i] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
+                for (int h = 0; h < 2; ++h) {
+                    const int gt = j * PR_BN + lane + 32 * h;
+                    sl2[h] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
                 }
             };
             slots(g);
@@ -231,10 +229,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
 #pragma unroll
                 for (int i = 0; i < 16; ++i) {
                     const int t = tk + 4 * i;
+                    const int64_t sli = __shfl_sync(0xffffffffu, sl2[i >> 3], t & 31);
                     // Tokens past the split's end are zero-filled (a masked
                     // key's zero weight must never meet a stale NaN).
-                    const bf16_t *row = p.kv + (sl[i] >= 0 ? sl[i] : 0) * p.kv_ss;
-                    const int nbytes = sl[i] >= 0 ? 16 : 0;
+                    const bf16_t *row = p.kv + (sli >= 0 ? sli : 0) * p.kv_ss;
+                    const int nbytes = sli >= 0 ? 16 : 0;
                     const uint32_t dn = dst + (uint32_t)(t * 128 + ((gc ^ (t & 7)) << 4));
 #pragma unroll
                     for (int a = 0; a < 4; ++a)
@@ -250,10 +249,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
                 // Lane gc < 4 takes nope line gc of this CTA's half, gc 4
                 // the rope line.
 #pragma unroll
-                for (int i = 0; i < 16; ++i)
-                    if (gc < 5 && sl[i] >= 0)
-                        prefetch_l2((const unsigned char *)(p.kv + sl[i] * p.kv_ss) +
+                for (int i = 0; i < 16; ++i) {
+                    const int64_t sli = __shfl_sync(0xffffffffu, sl2[i >> 3], (tk + 4 * i) & 31);
+                    if (gc < 5 && sli >= 0)
+                        prefetch_l2((const unsigned char *)(p.kv + sli * p.kv_ss) +
                                     (gc < 4 ? 512 * r + 128 * gc : 1024));
+                }
 #endif
                 cp_async_wait_group<0>();
                 fence_proxy_async(); // wgmma (async proxy) reads the block
@@ -263,19 +264,24 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
         nbar_sync(BAR_END, NT);
         nbar_sync(BAR_END, NT);
     } else if (wg <= 2) {
-        // S warpgroup sw: the S^T chain of its N = NR / 2 columns (Q^T rows
-        // NA sw .. : its own quarter, then the partner's), the exchange, the
-        // softmax of its quarter; the next block's chain after P is
-        // published (so a late block delays nothing of this one).
-        regs_dec<72>();
+        // S warpgroup sw takes the blocks i = sw mod 2, all NA of this CTA's
+        // rows: the chain over all NR query rows (its own NA, then the
+        // partner's), the partner's NA sent, the partner's partial of its own
+        // added, the softmax against the running max the other S warpgroup
+        // published for block i - 1, P^T to both CTAs. So one warpgroup's
+        // chain runs beside the other's exchange and softmax (the form with a
+        // quarter of the rows each, both on the same block, left the tensor
+        // pipe idle through every softmax: ~4,190 cycles a block, perf log
+        // step 37).
+        regs_dec<PR_SREGS>();
         const int sw = wg - 1, ts = tid & 127, w = ts >> 5, t4 = lane & 3;
         const int tk0 = 16 * w + (lane >> 2); // token rows tk0, tk0 + 8
-        const int qown = 2 * r + sw, qpart = 2 * (1 - r) + sw;
-        // Q^T rows NA sw + c (c < NA): query row NQ qown + c (c < NQ), else
-        // NQ qpart + c - NQ; zero past HL. This CTA's 288 columns.
+        // Q^T rows m < NA: query row NA r + m (this CTA's), else NA (1 - r)
+        // + m - NA; zero past HL. This CTA's 288 columns; each S warpgroup
+        // loads half of the rows.
         for (int idx = ts; idx < NA * 36; idx += 128) {
             const int c = idx / 36, ch = idx - c * 36, m = NA * sw + c;
-            const int qrow = c < NQ ? NQ * qown + c : NQ * qpart + c - NQ;
+            const int qrow = m < NA ? NA * r + m : NA * (1 - r) + m - NA;
             bool ok;
             const int rr = row_of(p, NR, 0, qrow, ok);
             const bf16_t *src = p.q;
@@ -291,60 +297,55 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
         fence_proxy_async();
         warp_arrive(mb_qr);
         mbar_wait(mb_qr, 0);
-        const uint32_t qa = q_s + (uint32_t)(NA * sw * 128), qr = q_s + (uint32_t)(4 * NR * 128 + NA * sw * 64);
-        const uint32_t sxs = SM.sx + (uint32_t)(sw * 2 * NQ * PR_BN * 4); // this warpgroup's two Sx slots
+        const uint32_t sxs = SM.sx + (uint32_t)(sw * NA * PR_BN * 4); // this warpgroup's Sx slot
         const uint32_t sx_remote = cluster_map(base_s + sxs, pr);
         const uint32_t p_remote = cluster_map(p_s, pr);
         const uint32_t al_remote = cluster_map(base_s + SM.alpha, pr);
         const float *SxW = (const float *)(base + sxs);
-        float *RedW = Red + sw * 2 * NQ * 4;
-        const uint32_t mb_sxw = mb_sxf + 16u * sw, mb_mxw = mb_mx + 16u * sw;
-        float m_run[2 * JQ], l_run[2 * JQ]; // own columns 8 jj + 2 t4 + e, index 2 jj + e
+        float *RedW = Red + sw * 2 * NA * 4;
+        const uint32_t mb_sxw = mb_sxf + 8u * sw, mb_mxw = mb_mx + 16u * sw, mb_pfw = mb_pf + 8u * sw;
+        const uint32_t sxf_r = cluster_map(mb_sxw, pr), pf_r = cluster_map(mb_pfw, pr);
+        const uint32_t pl = p_s + (uint32_t)(sw * NR * 128), pr_dst = p_remote + (uint32_t)(sw * NR * 128);
+        float *alx = Alpha + sw * NR;
+        // This warpgroup's row sums over its own blocks, referred to the
+        // max of its latest block (M of that block, still in Mx).
+        float l_run[2 * JQ]; // own columns 8 jj + 2 t4 + e, index 2 jj + e
 #pragma unroll
-        for (int c = 0; c < 2 * JQ; ++c) {
-            m_run[c] = -INFINITY;
+        for (int c = 0; c < 2 * JQ; ++c)
             l_run[c] = 0.f;
-        }
-        float acc[NS];
-        auto chain = [&](int i) {
+        float acc[NA];
+        int k = 0; // this warpgroup's blocks so far
+        for (int i = sw; i < nb; i += 2, ++k) {
             const int stg = i % PR_STAGES;
             mbar_wait(mb_full + 8u * stg, (uint32_t)(i / PR_STAGES) & 1);
-            pair_s_chain<NR>(acc, st_s + (uint32_t)(stg * PR_STAGE), qa, qr);
-        };
-        for (int i = 0; i < nb; ++i) {
-            const int sl2 = i & 1;
-            const uint32_t ph2 = (uint32_t)(i >> 1) & 1;
-            // The chain at the top of the body, after the previous block's
-            // P went out (a late block delays nothing of the one before;
-            // a chain before the loop made ptxas serialize every wgmma,
-            // C7511).
-            chain(i);
+            pair_s_chain<NR>(acc, st_s + (uint32_t)(stg * PR_STAGE), q_s, q_s + (uint32_t)(4 * NR * 128));
             wg_wait<0>();
             fence_regs(acc);
-            warp_arrive(mb_empty + 8u * (i % PR_STAGES));
-            // The partner's quarter (accumulator blocks JQ ..) to the
-            // partner's S warpgroup sw, then mine from it.
-            const uint32_t sxr = sx_remote + (uint32_t)(sl2 * NQ * PR_BN * 4);
-            const uint32_t sxf_r = cluster_map(mb_sxw + 8u * sl2, pr);
+            warp_arrive(mb_empty + 8u * stg);
+            // The partner's rows (accumulator blocks JQ ..) to the partner's
+            // S warpgroup sw. Its slot is free once this CTA's P^T of block
+            // i - 2 is in (PF): the partner sent those bytes after reading
+            // the slot for block i - 2, from which they are computed.
+            if (k >= 1)
+                mbar_wait(mb_pfw, (uint32_t)(k - 1) & 1);
 #pragma unroll
             for (int jj = 0; jj < JQ; ++jj) {
                 const float4 out = make_float4(acc[4 * (JQ + jj)], acc[4 * (JQ + jj) + 1], acc[4 * (JQ + jj) + 2],
                                                acc[4 * (JQ + jj) + 3]);
-                st_async_v4(sxr + (uint32_t)((jj * 128 + ts) * 16), *(const uint4 *)&out, sxf_r);
+                st_async_v4(sx_remote + (uint32_t)((jj * 128 + ts) * 16), *(const uint4 *)&out, sxf_r);
             }
             if (ts == 0)
-                mbar_arrive_expect_tx(mb_sxw + 8u * sl2, NQ * PR_BN * 4);
-            mbar_wait(mb_sxw + 8u * sl2, ph2);
-            const float *sxl = SxW + sl2 * NQ * PR_BN;
+                mbar_arrive_expect_tx(mb_sxw, NA * PR_BN * 4);
+            mbar_wait(mb_sxw, (uint32_t)k & 1);
             float v[JQ][4];
             const int valid = n - i * PR_BN < PR_BN ? n - i * PR_BN : PR_BN;
 #pragma unroll
             for (int jj = 0; jj < JQ; ++jj) {
-                const float4 v4 = *(const float4 *)(sxl + (jj * 128 + ts) * 4);
+                const float4 v4 = *(const float4 *)(SxW + (jj * 128 + ts) * 4);
                 const float sum[4] = {acc[4 * jj] + v4.x, acc[4 * jj + 1] + v4.y, acc[4 * jj + 2] + v4.z,
                                       acc[4 * jj + 3] + v4.w};
-                // Online softmax (base 2) of my quarter over the block's 64
-                // tokens; masked tokens (past the split) to -inf.
+                // Online softmax (base 2) of this CTA's rows over the block's
+                // 64 tokens; masked tokens (past the split) to -inf.
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -359,43 +360,62 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     cm[2 * jj + e] = pair_over_tokens<true>(fmaxf(v[jj][e], v[jj][2 + e]));
-            float *red = RedW + sl2 * NQ * 4;
+            float *red = RedW + (k & 1) * NA * 4;
             pair_cols_to_red<JQ>(red, cm, lane, w);
-            mbar_arrive(mb_mxw + 8u * sl2);
+            mbar_arrive(mb_mxw + 8u * (k & 1));
             // The P slot is free in both CTAs once both PVs of block i - 2
             // are done.
-            if (i >= 2)
-                mbar_wait(mb_pe + 8u * sl2, ph2 ^ 1);
-            mbar_wait(mb_mxw + 8u * sl2, ph2);
-            float al[2 * JQ];
-            uint32_t pk[JQ][2];
+            if (k >= 1)
+                mbar_wait(mb_pe + 8u * sw, (uint32_t)(k - 1) & 1);
+            mbar_wait(mb_mxw + 8u * (k & 1), (uint32_t)(k >> 1) & 1);
+            // The running max after block i - 1, which the other S warpgroup
+            // published (MR), and after this warpgroup's block i - 2 (the
+            // reference of l_run). Mx holds three blocks: the slot written
+            // here last held block i - 3, whose readers arrived on MR for
+            // blocks i - 2 (this warpgroup) and i - 1 (the other) after their
+            // reads.
+            if (i >= 1)
+                mbar_wait(mb_mr, (uint32_t)(i - 1) & 1);
+            const float *mprev = Mx + ((i + 2) % 3) * NA, *mown = Mx + ((i + 1) % 3) * NA;
+            float *mnew = Mx + (i % 3) * NA;
+            float al[2 * JQ], mn[2 * JQ];
 #pragma unroll
             for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int c = 2 * jj + e;
-                    const float4 m4 = *(const float4 *)(red + (8 * jj + 2 * t4 + e) * 4);
+                    const int c = 2 * jj + e, col = 8 * jj + 2 * t4 + e;
+                    const float4 m4 = *(const float4 *)(red + col * 4);
+                    mn[c] = i >= 1 ? mprev[col] : -INFINITY;
+                    const float mo = k >= 1 ? mown[col] : -INFINITY;
                     float m_use;
-                    al[c] = ws_max_step(fmaxf(fmaxf(m4.x, m4.y), fmaxf(m4.z, m4.w)), m_run[c], m_use);
+                    al[c] = ws_max_step(fmaxf(fmaxf(m4.x, m4.y), fmaxf(m4.z, m4.w)), mn[c], m_use);
                     const float p0 = ws_exp2(v[jj][e] - m_use), p1 = ws_exp2(v[jj][2 + e] - m_use);
-                    l_run[c] = l_run[c] * al[c] + p0 + p1;
+                    l_run[c] = l_run[c] * ws_exp2(mo - m_use) + p0 + p1;
                     v[jj][e] = p0;
                     v[jj][2 + e] = p1;
                 }
+            if (w == 0 && lane < 4) {
+#pragma unroll
+                for (int jj = 0; jj < JQ; ++jj)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        mnew[8 * jj + 2 * lane + e] = mn[2 * jj + e];
+            }
+            mbar_arrive(mb_mr); // every thread: its reads of Mx are done (and lanes 0-3 of warp 0 wrote)
+            uint32_t pk[JQ][2];
 #pragma unroll
             for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
                     pk[jj][h] = pack_bf2(v[jj][2 * h], v[jj][2 * h + 1]);
-            // P^T rows NQ qown + 8 jj .. + 7, tokens 16 w + 8 h .. + 7: tile
+            // P^T rows NA r + 8 jj .. + 7, tokens 16 w + 8 h .. + 7: tile
             // (jj, h) is 8 x 8 in the accumulator layout; stmatrix.trans
             // stores it as 8 P^T rows of 16 bytes (chunk 2 w + h of the
             // 128-byte swizzled row).
-            const uint32_t pl = p_s + (uint32_t)(sl2 * NR * 128);
             {
                 const int q = lane >> 3, ci = lane & 7;
                 auto prow = [&](int bi) {
-                    const int jj = bi >> 1, h = bi & 1, nrow = NQ * qown + 8 * jj + ci;
+                    const int jj = bi >> 1, h = bi & 1, nrow = NA * r + 8 * jj + ci;
                     return pl + (uint32_t)(nrow * 128 + (((2 * w + h) ^ (nrow & 7)) << 4));
                 };
 #pragma unroll
@@ -406,14 +426,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
             }
             __syncwarp();
             // The same bytes to the partner: this warp's two chunks of each
-            // of my NQ rows.
-            const uint32_t pr_dst = p_remote + (uint32_t)(sl2 * NR * 128);
-            const uint32_t pf_r = cluster_map(mb_pf + 8u * sl2, pr);
+            // of this CTA's NA rows.
 #pragma unroll
-            for (int k = 0; k < (2 * NQ + 31) / 32; ++k) {
-                const int idx = lane + 32 * k;
-                if (idx < 2 * NQ) {
-                    const int nrow = NQ * qown + (idx >> 1), cc = 2 * w + (idx & 1);
+            for (int kk = 0; kk < (2 * NA + 31) / 32; ++kk) {
+                const int idx = lane + 32 * kk;
+                if (idx < 2 * NA) {
+                    const int nrow = NA * r + (idx >> 1), cc = 2 * w + (idx & 1);
                     const uint32_t off = (uint32_t)(nrow * 128 + ((cc ^ (nrow & 7)) << 4));
                     uint4 d;
                     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
@@ -423,14 +441,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
                 }
             }
             if (w == 0 && lane < 4) {
-                float *alx = Alpha + sl2 * NR;
 #pragma unroll
                 for (int jj = 0; jj < JQ; ++jj)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const int col = NQ * qown + 8 * jj + 2 * t4 + e;
+                        const int col = NA * r + 8 * jj + 2 * t4 + e;
                         alx[col] = al[2 * jj + e];
-                        st_async_f(al_remote + (uint32_t)((sl2 * NR + col) * 4), al[2 * jj + e], pf_r);
+                        st_async_f(al_remote + (uint32_t)((sw * NR + col) * 4), al[2 * jj + e], pf_r);
                     }
             }
             fence_proxy_async(); // this CTA's wgmma read the local P^T
@@ -438,50 +455,52 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
             // Lane 0 arrives for its warp; warp 0's lanes 1-3, which wrote
             // rescale factors, arrive for themselves (racecheck orders a
             // thread's writes by its own arrival only); warp 0's lane 0 also
-            // arms the partner's bytes: the NQ rows of P^T of its S
-            // warpgroup sw and their rescale factors.
+            // arms the partner's bytes: its NA rows of P^T and their rescale
+            // factors.
             if (lane == 0 || (w == 0 && lane < 4)) {
                 if (w == 0 && lane == 0)
-                    mbar_arrive_expect_tx(mb_pf + 8u * sl2, NQ * 128 + NQ * 4);
+                    mbar_arrive_expect_tx(mb_pfw, NA * 128 + NA * 4);
                 else
-                    mbar_arrive(mb_pf + 8u * sl2);
+                    mbar_arrive(mb_pfw);
             }
         }
-        // Row sums: over the lanes of equal t4, then the four warps.
+        // Row sums: over the lanes of equal t4, then the four warps in Red's
+        // slot k & 1 (last read for block k - 2, before every thread's MX
+        // arrival for block k - 1, which every thread has waited for).
         float lsum[2 * JQ];
 #pragma unroll
         for (int c = 0; c < 2 * JQ; ++c)
             lsum[c] = pair_over_tokens<false>(l_run[c]);
-        // Red's slot (nb & 1) was last read for block nb - 2, before each
-        // thread's MX arrival for block nb - 1.
-        float *red = RedW + (nb & 1) * NQ * 4;
-        mbar_wait(mb_mxw + 8u * ((nb + 1) & 1), nb >= 1 ? ((uint32_t)((nb - 1) >> 1) & 1) : 1u);
-        pair_cols_to_red<JQ>(red, lsum, lane, w);
-        mbar_arrive(mb_lx + 8u * sw);
-        mbar_wait(mb_lx + 8u * sw, 0);
-        const uint32_t fin_r = cluster_map(mb_fin, pr);
-        if (w == 0 && lane < 4) {
-            const uint32_t fin_remote = cluster_map(base_s + SM.fin, pr);
+        pair_cols_to_red<JQ>(RedW + (k & 1) * NA * 4, lsum, lane, w);
+        nbar_sync(BAR_PAIR_L, 256); // both S warpgroups' sums and the last block's Mx
+        if (ts < NA && sw == 0) {
+            // Row NA r + ts: the two warpgroups' sums, each referred from the
+            // max of its last block to the final one.
+            const int col = ts;
+            const float mf = Mx[((nb - 1) % 3) * NA + col];
+            const float mu = mf == -INFINITY ? 0.f : mf;
+            float l = 0.f;
 #pragma unroll
-            for (int jj = 0; jj < JQ; ++jj)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int c = 2 * jj + e, col = NQ * qown + 8 * jj + 2 * t4 + e;
-                    const float4 l4 = *(const float4 *)(red + (8 * jj + 2 * t4 + e) * 4);
-                    const float l = (l4.x + l4.y) + (l4.z + l4.w);
-                    const float f = split_out_scale(p.v_scale, l);
-                    Fin[col] = f;
-                    st_async_f(fin_remote + (uint32_t)(col * 4), f, fin_r);
-                    bool ok;
-                    const int rr = row_of(p, NR, 0, col, ok);
-                    if (ok)
-                        p.part_lse[part_row0 + rr] = split_lse(m_run[c], l);
+            for (int x = 0; x < 2; ++x) {
+                const int kx = (nb - x + 1) / 2; // blocks of warpgroup x
+                if (kx >= 1) {
+                    const float4 l4 = *(const float4 *)(Red + (x * 2 + (kx & 1)) * NA * 4 + col * 4);
+                    const float ml = Mx[((x + 2 * (kx - 1)) % 3) * NA + col];
+                    l += ((l4.x + l4.y) + (l4.z + l4.w)) * ws_exp2(ml - mu);
                 }
-        }
-        __syncwarp();
-        if (lane == 0 || (w == 0 && lane < 4)) { // as PF
-            if (w == 0 && lane == 0)
-                mbar_arrive_expect_tx(mb_fin, NQ * 4);
+            }
+            const float f = split_out_scale(p.v_scale, l);
+            const int qcol = NA * r + col;
+            Fin[qcol] = f;
+            st_async_f(cluster_map(base_s + SM.fin, pr) + (uint32_t)(qcol * 4), f, cluster_map(mb_fin, pr));
+            bool ok;
+            const int rr = row_of(p, NR, 0, qcol, ok);
+            if (ok)
+                p.part_lse[part_row0 + rr] = split_lse(mf, l);
+            // Every thread that wrote a factor arrives itself (as PF); thread
+            // 0 also arms the partner's NA factors.
+            if (ts == 0)
+                mbar_arrive_expect_tx(mb_fin, NA * 4);
             else
                 mbar_arrive(mb_fin);
         }
