@@ -374,8 +374,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
             // here last held block i - 3, whose readers arrived on MR for
             // blocks i - 2 (this warpgroup) and i - 1 (the other) after their
             // reads.
+#ifndef MLA_PAIR_DIAG_NO_MR
             if (i >= 1)
                 mbar_wait(mb_mr, (uint32_t)(i - 1) & 1);
+#endif
             const float *mprev = Mx + ((i + 2) % 3) * NA, *mown = Mx + ((i + 1) % 3) * NA;
             float *mnew = Mx + (i % 3) * NA;
             float al[2 * JQ], mn[2 * JQ];
