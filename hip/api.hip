@@ -445,7 +445,7 @@ static hipError_t launch_fast(const SplitLaunch &a)
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
     if (a.pair) {
-        // Two CTAs per split, half of the rows each, no padding; the
+        // One cluster of two CTAs per split, all rows in one pass; the
         // draft block goes through stage 2.
         const dim3 pg(2 * a.info.num_splits, 1, bs);
         e = rows == 96 ? launch_stage1_pair<96>(p1, pg, a.stream) : launch_stage1_pair<64>(p1, pg, a.stream);

@@ -37,7 +37,7 @@ static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole t
 // full barriers do order (hip/tests/racecheck_subset_barrier.cu reproduces
 // it in 40 lines), so each tile's data is published by the P_FULL barrier
 // of the tile before instead.
-enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4, BAR_PAIR_L = 5 };
+enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4 };
 
 // Shared-memory plan of a stage-1 CTA: byte offsets of each region from
 // the (aligned) base, and the dynamic bytes to request (slack included).
@@ -192,45 +192,45 @@ constexpr Stage1PpSmem stage1_pp_smem_plan()
 static_assert(stage1_pp_smem_plan().bytes <= 232448, "ping-pong stage 1 exceeds 227 KB");
 static_assert(64 * (DV_MAX + 8) * 2 <= 2 * PP_BUF, "ping-pong partial staging fits the K/V blocks");
 
-// Pair stage 1 (stage1_pair.h; fast_kernel pair): two CTAs take one split,
-// CTA r the NA = NR / 2 query rows NA r .. NA r + NA - 1 (NR 96 or 64), each
-// over whole token rows. A block stage: nine 128-byte swizzled atoms of 64
-// token rows (8 KB each; atom a holds columns 64 a .. 64 a + 63, atom 8 the
-// rope). Q^T the same way over NA rows. Then the probabilities P^T (bf16
-// [2 S warpgroups][NA rows][64 tokens], 128-byte swizzled), the per-row
-// rescale factors [2][NA], the max-reduction and sum-reduction scratch [2 S
-// warpgroups][2][NA][4 warps], the final 1 / l [NA], the running max after
-// each of the last three blocks [3][NA], and the mbarriers.
-constexpr int PR_BN = 64;                // tokens per block
-constexpr int PR_STAGES = 2;             // blocks in flight
-constexpr int PR_ATOM = PR_BN * 128;     // one atom column of a block
-constexpr int PR_STAGE = 9 * PR_ATOM;    // bytes of one stage
-// FULL[2][9] EMPTY[2][3] MX[2][2] PF[2] PE[2] MR QR FIN, and slack
-constexpr int PR_NMBAR = 40;
-// setmaxnreg of the gather and S warpgroups (the PV warpgroups take 128):
-// 640 threads launch with 96 registers each.
-constexpr int PR_GREGS = 80, PR_SREGS = 72;
-static_assert(PR_GREGS + 2 * PR_SREGS + 2 * 128 <= 5 * 96, "pair setmaxnreg plan exceeds the launch allocation");
+// Pair stage 1 (stage1_pair.h; fast_kernel pair): a cluster of two CTAs
+// takes one split for all NR query rows (96 or 64), CTA r holding the nope
+// columns 256 r .. 256 r + 255 (its half of V) and rope columns 512 + 32 r
+// .. + 31 of Q and of every 64-token block. A block stage: four 128-byte
+// swizzled atoms of 64 token rows (8 KB each) and the rope part, K-major
+// without swizzle (8-row x 16-byte core matrices, 512 bytes per 8 rows).
+// Q^T the same way over NR rows (each S warpgroup's own quarter, then its
+// partner-bound one). Then the partner's partial scores of this CTA's own
+// rows (fp32 [2 S warpgroups][2 slots][NR / 4 columns][64 tokens], in the
+// senders' register order), the probabilities P^T (bf16 [2 slots][NR rows]
+// [64 tokens], 128-byte swizzled), the per-row rescale factors [2][NR], the
+// max-reduction and sum-reduction scratch, the final 1 / l [NR], and the
+// mbarriers.
+constexpr int PR_BN = 64;                    // tokens per block
+constexpr int PR_STAGES = 3;                 // blocks in flight
+constexpr int PR_ATOM = PR_BN * 128;         // one nope atom column of a block
+constexpr int PR_ROPE = 4 * PR_ATOM;         // offset of the rope part in a stage
+constexpr int PR_STAGE = PR_ROPE + PR_BN * 64; // bytes of one stage
+constexpr int PR_NMBAR = 24; // FULL[3] EMPTY[3] SXF[2][2] MX[2][2] PF[2] PE[2] LX[2] QR FIN, and slack
 struct Stage1PairSmem {
-    int q, stage, p, alpha, red, fin, mx, mbar, bytes;
+    int q, stage, sx, p, alpha, red, fin, mbar, bytes;
 };
 constexpr Stage1PairSmem stage1_pair_smem_plan(int nr)
 {
     Stage1PairSmem m{};
     m.q = 0;
-    m.stage = m.q + ((9 * (nr / 2) * 128 + 1023) & ~1023);
-    m.p = m.stage + PR_STAGES * PR_STAGE; // 1024-aligned: PR_STAGE is
-    m.alpha = m.p + 2 * (nr / 2) * 128;
-    m.red = m.alpha + 2 * (nr / 2) * 4;
-    m.fin = m.red + 2 * 2 * (nr / 2) * 4 * 4;
-    m.mx = m.fin + (nr / 2) * 4;
-    m.mbar = m.mx + 3 * (nr / 2) * 4;
+    m.stage = m.q + ((4 * nr * 128 + nr * 64 + 1023) & ~1023);
+    m.p = m.stage + PR_STAGES * PR_STAGE;           // 1024-aligned: PR_STAGE is
+    m.sx = m.p + 2 * nr * 128;
+    m.alpha = m.sx + 2 * (nr / 2) * PR_BN * 4;
+    m.red = m.alpha + 2 * nr * 4;
+    m.fin = m.red + 2 * (nr / 2) * 4 * 4;
+    m.mbar = m.fin + nr * 4;
     m.bytes = 1024 + m.mbar + PR_NMBAR * 8;
     return m;
 }
 static_assert(PR_STAGE % 1024 == 0, "pair stages keep the 1024-byte swizzle alignment");
 static_assert(stage1_pair_smem_plan(96).bytes <= 232448, "pair stage 1 exceeds 227 KB");
-static_assert(48 * (DV_MAX + 8) * 2 <= PR_STAGES * PR_STAGE, "pair partial staging fits the stages");
+static_assert(96 * (256 + 8) * 2 <= PR_STAGES * PR_STAGE, "pair partial staging fits the stages");
 
 // Stage 2 (stage2_merge.h), per block of cw output columns: fp32 draft
 // scores [L][L], draft weights [L][L], split weights [L][NS], and partial

@@ -1,5 +1,5 @@
 // Launcher of the pair stage 1 (kernels/stage1_pair.h; NVIDIA sm_90a only,
-// fast_kernel pair): two CTAs per split, each half of the NR = 96 or 64 rows.
+// fast_kernel pair): a cluster of two CTAs per split, NR = 96 or 64 rows.
 #include "kernels/stage1_pair.h"
 #include "launch.h"
 

@@ -176,8 +176,8 @@ __device__ __forceinline__ void wgmma_m64n96k16_ta(float (&d)[48], uint64_t da, 
 #endif
 }
 // D[64 x 48] += A[64 x 16] B[16 x 48], both K-major bf16 in shared memory:
-// the pair kernel's S^T of one block over a CTA's 48 query rows (N). D
-// fp32, the m64n32 layout over 6 8-column blocks.
+// one S warpgroup's half of the pair kernel's S^T (its 24 own and 24 partner
+// query rows as N). D fp32, the m64n32 layout over 6 8-column blocks.
 template <int SCALE_D>
 __device__ __forceinline__ void wgmma_m64n48k16(float (&d)[24], uint64_t da, uint64_t db)
 {
@@ -191,29 +191,15 @@ __device__ __forceinline__ void wgmma_m64n48k16(float (&d)[24], uint64_t da, uin
     wgmma_unavailable(d, da, db);
 #endif
 }
-// D[64 x N] += A[64 x 16] B[16 x N] for the pair kernel's swapped PV
-// product (O^T = V^T P^T): A = V^T, MN-major (transpose-a 1) in the 128-byte
-// swizzled K/V atom; B = P^T, K-major, 128-byte swizzled; N = 48 (K3's 48
-// rows a CTA) or 32 (DeepSeek-V3's); D fp32 in the m64n32 layout.
-__device__ __forceinline__ void wgmma_m64n48k16_ta(float (&d)[24], uint64_t da, uint64_t db)
+// D[64 x 64] += A[64 x 16] B[16 x 64], A MN-major (transpose-a 1), B K-major:
+// the pair kernel's O^T = V^T P^T at 64 query rows (as wgmma_m64n96k16_ta).
+__device__ __forceinline__ void wgmma_m64n64k16_ta(float (&d)[32], uint64_t da, uint64_t db)
 {
 #if defined(MLA_HAVE_WGMMA)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, %24, %25, p, 1, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-                 : "l"(da), "l"(db));
-#else
-    wgmma_unavailable(d, da, db);
-#endif
-}
-__device__ __forceinline__ void wgmma_m64n32k16_ta(float (&d)[16], uint64_t da, uint64_t db)
-{
-#if defined(MLA_HAVE_WGMMA)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 1, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "l"(da), "l"(db));
 #else
     wgmma_unavailable(d, da, db);
