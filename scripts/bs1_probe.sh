@@ -3,8 +3,8 @@
 # command from the repo root: build the 'cuda' preset; time the fast tier at
 # K3 and DSV3 bs 1 / 1k and 4k (64-token pages, mla-bench graph medians)
 # under each smallest split, stage-1 kernel and row blocking; ncu durations
-# of stage 1 and stage 2 of one call; the SASS stall profile of stage 1 at
-# K3 bs 1 / 1k. Logs under $OUT.
+# of stage 1 and stage 2 of one call; the SASS stall profiles of stage 1 at
+# K3 bs 1 / 1k and of stage 2 at K3 bs 1 / 4k. Logs under $OUT.
 #   OUT=DIR bash scripts/bs1_probe.sh
 help_end=8
 . "$(dirname "$0")/pilot_common.sh"
@@ -26,6 +26,10 @@ for c in 12,8,1,1024 12,8,1,4096 16,4,1,1024 16,4,1,4096; do
 done
 pilot_ncu_top bs1 stage1 50 --only 12,8,1,1024 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/bs1
 head -60 "$OUT/ncu_top_bs1.txt"
+# Stage 2's stall profile where it is longest (K3 bs 1 / 4k: the most
+# active splits per row).
+pilot_ncu_top bs1s2 stage2 50 --only 12,8,1,4096 --no-ceilings --backends fast --kv-layout pages64 --out /tmp/bs1
+head -60 "$OUT/ncu_top_bs1s2.txt"
 # One archive: the device returns at most 8 files.
 (cd "$OUT" && tar -czf logs.tar.gz --remove-files $(ls *.log *.txt *.csv.gz 2>/dev/null))
 echo "total $(( $(date +%s) - t0 )) s"
