@@ -126,6 +126,25 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
 
     // Everything above read inputs only; the partials come from stage 1.
     pdl_wait();
+    // With split groups (one item a thread), the thread's first S2_PF bf16
+    // partial chunks are loaded now: they do not depend on the weights, so
+    // their latency overlaps the lse loads and phase 2, one global round
+    // trip less between stage 1's end and o (bs 1 calls, where stage 2's
+    // tail is a quarter of the call: docs/perf-log.md step 39).
+    const int sg = tid / items, item = tid - sg * items;
+    uint4 pf[S2_PF];
+    if constexpr (sizeof(PT) == 2) {
+        if (SG > 1 && sg < SG) {
+            const int i = item / CG, cg = item - i * CG;
+            const long long base = (part_row0 + i * p.H + h) * p.Dv + chunk * cw + cg * 8;
+#pragma unroll
+            for (int k = 0; k < S2_PF; ++k) {
+                const int s = sg + k * SG;
+                if (s < act)
+                    pf[k] = *(const uint4 *)((const bf16_t *)p.part_o + base + (long long)s * p.HL * p.Dv);
+            }
+        }
+    }
     for (int idx = tid; idx < L * act; idx += S2_THREADS) {
         const int i = idx / act, s = idx - i * act;
         wsp[i * NS + s] = p.part_lse[part_row0 + (long long)s * p.HL + i * p.H + h];
@@ -191,11 +210,13 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
             make_uint4(pack_bf2(acc[0], acc[1]), pack_bf2(acc[2], acc[3]), pack_bf2(acc[4], acc[5]),
                        pack_bf2(acc[6], acc[7]));
     };
-    auto gather = [&](int item, int s0, int step, float *acc) {
+    // Splits s0 + held step, .. < act of one item, in that order (the first
+    // held ones are already in acc).
+    auto gather = [&](int item, int s0, int step, float *acc, int held) {
         const int i = item / CG, cg = item - i * CG;
         const long long base = (part_row0 + i * p.H + h) * p.Dv + chunk * cw + cg * 8;
 #pragma unroll 4
-        for (int s = s0; s < act; s += step) {
+        for (int s = s0 + held * step; s < act; s += step) {
             float o[8];
             load8<PT>(p.part_o, base + (long long)s * p.HL * p.Dv, o);
             const float w = wsp[i * NS + s];
@@ -207,14 +228,33 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     if (SG == 1) {
         for (int item = tid; item < items; item += S2_THREADS) {
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            gather(item, 0, 1, acc);
+            gather(item, 0, 1, acc, 0);
             finish(item, acc);
         }
     } else {
-        const int sg = tid / items, item = tid - sg * items;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (sg < SG) {
-            gather(item, sg, SG, acc);
+            int held = 0;
+            if constexpr (sizeof(PT) == 2) {
+                // The prefetched splits first, in the same order and
+                // arithmetic as gather's.
+                const int i = item / CG;
+#pragma unroll
+                for (int k = 0; k < S2_PF; ++k) {
+                    const int s = sg + k * SG;
+                    if (s < act) {
+                        const uint32_t w4[4] = {pf[k].x, pf[k].y, pf[k].z, pf[k].w};
+                        const float w = wsp[i * NS + s];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            acc[2 * e] += w * bf2_lo(w4[e]);
+                            acc[2 * e + 1] += w * bf2_hi(w4[e]);
+                        }
+                    }
+                }
+                held = S2_PF;
+            }
+            gather(item, sg, SG, acc, held);
 #pragma unroll
             for (int k = 0; k < 8; ++k)
                 red[tid * 8 + k] = acc[k];
