@@ -25,7 +25,13 @@ constexpr int STAGES = 2;      // K/V tiles in flight
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr int S2_THREADS = MLA_SP_S2_THREADS; // threads per stage-2 block
-constexpr int S2_PF = 8; // bf16 partial chunks a stage-2 thread loads before its weights
+// bf16 partial chunks a stage-2 thread loads before its weights
+// (stage2_merge.h): 4 keeps the kernel at 64 registers without spill (8
+// spilled there); -DMLA_S2_PF=N for the A/B.
+#ifndef MLA_S2_PF
+#define MLA_S2_PF 4
+#endif
+constexpr int S2_PF = MLA_S2_PF;
 static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole tiles");
 
 // Named barriers of the warp-specialized stage 1. 0 is __syncthreads'.
