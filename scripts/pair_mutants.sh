@@ -15,16 +15,9 @@ case "${1:-}" in -h|--help) sed -n 2,11p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; 
 : "${OUT:?set OUT to the directory for logs}"
 f=hip/kernels/stage1_pair.h
 cases=(k3-4k k3-16k dsv3-16k k3-edges k3-ramp needle-k3-4k needle-dsv3-16k)
-caught=0 total=0
-run() {
-    total=$((total + 1))
-    mkdir -p "$OUT/pair_mutant_$total"
-    if OUT="$OUT/pair_mutant_$total" bash scripts/gpu_mutant.sh "$f" "$1" "$2" gpu:pair "${cases[@]}"; then
-        caught=$((caught + 1))
-    fi
-}
+backend=gpu:pair name=pair_mutant
+. "$(dirname "$0")/mutants_common.sh"
 run '{acc[4 * jj] + v4.x, acc' '{acc[4 * jj], acc'
 run 'if (__any_sync(0xffffffffu, moved)) {' 'if (false && __any_sync(0xffffffffu, moved)) {'
 run 'tk0 + 8 * h < valid ?' 'tk0 + 8 * h < PR_BN ?'
-echo "pair_mutants: $caught of $total planted bugs caught"
-[ $caught -eq $total ]
+mutants_done

@@ -14,16 +14,9 @@ case "${1:-}" in -h|--help) sed -n 2,10p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; 
 : "${OUT:?set OUT to the directory for logs}"
 f=hip/kernels/stage1_pp.h
 cases=(k3-4k k3-16k dsv3-16k needle-k3-4k needle-dsv3-16k)
-caught=0 total=0
-run() {
-    total=$((total + 1))
-    mkdir -p "$OUT/pp_mutant_$total"
-    if OUT="$OUT/pp_mutant_$total" bash scripts/gpu_mutant.sh "$f" "$1" "$2" gpu:pp "${cases[@]}"; then
-        caught=$((caught + 1))
-    fi
-}
+backend=gpu:pp name=pp_mutant
+. "$(dirname "$0")/mutants_common.sh"
 run 'for (int i = x; i <= nb; i += 2) {' 'for (int i = x; i < nb; i += 2) {'
 run 'ws_rescale_o(o, sc0, sc1);' ';'
 run 'wg_desc_sw128(by + 8u * PP_ATOM)' 'wg_desc_sw128(bx + 8u * PP_ATOM)'
-echo "pp_mutants: $caught of $total planted bugs caught"
-[ $caught -eq $total ]
+mutants_done
