@@ -77,6 +77,21 @@ __device__ __forceinline__ bool cta_split(const Stage1Params &p, int s, int b, i
     return true;
 }
 
+// One lane's slots of block j's tokens t0 + step i (i < N; bn tokens a
+// block), -1 past the split (n tokens) or for a block past the last (nb):
+// the gathers look a block up ahead of its copies, so that the lookups'
+// latency stays off the path from a stage's release to its copies.
+template <int N>
+__device__ __forceinline__ void block_slots(const Stage1Params &p, int first, int j, int bn, int nb, int n,
+                                            int t0, int step, int64_t (&sl)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int gt = j * bn + t0 + step * i;
+        sl[i] = j < nb && gt < n ? p.kv_indices[first + gt] : (int64_t)-1;
+    }
+}
+
 // A finished split's row: the factor v_scale / l of its partial output and
 // its natural-log lse. l == 0 (every key masked) gives 0 and -inf; a NaN l
 // (a NaN score) NaN for both, never -inf, so the NaN reaches the output.

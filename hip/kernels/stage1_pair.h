@@ -212,18 +212,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) stage1_pair_
         const long long col0 = 256LL * r + 8 * gc, rope0 = 512LL + 32 * r + 8 * gc;
         if (g < PR_STAGES) {
             const uint32_t dst = st_s + (uint32_t)(g * PR_STAGE);
-            // The slots of block j's tokens tk + 4 i (-1 past the split),
-            // looked up one block of this warp ahead: the lookups' latency
-            // stays off the path from EMPTY to the copies (without, the S
-            // warpgroups waited on FULL 45% of their time: perf log step 37).
+            // The slots of block j's tokens tk + 4 i, looked up one block of
+            // this warp ahead (without, the S warpgroups waited on FULL 45%
+            // of their time: perf log step 37).
             int64_t sl[16];
-            auto slots = [&](int j) {
-#pragma unroll
-                for (int i = 0; i < 16; ++i) {
-                    const int gt = j * PR_BN + tk + 4 * i;
-                    sl[i] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
-                }
-            };
+            auto slots = [&](int j) { block_slots(p, kv0 + beg, j, PR_BN, nb, n, tk, 4, sl); };
             slots(g);
             for (int j = g, u = 0; j < nb; j += PR_STAGES, ++u) {
                 if (u >= 1)

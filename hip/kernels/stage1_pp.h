@@ -181,13 +181,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
         const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
         int64_t sl[8];
-        auto slots = [&](int j) {
-#pragma unroll
-            for (int r = 0; r < 8; ++r) {
-                const int gt = j * PP_BN + tk + 8 * r;
-                sl[r] = j < nb && gt < n ? p.kv_indices[kv0 + beg + gt] : (int64_t)-1;
-            }
-        };
+        auto slots = [&](int j) { block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl); };
         slots(pw);
         for (int j = pw; j < nb; j += 2) {
             if (j >= 2)

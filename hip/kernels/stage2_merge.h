@@ -24,16 +24,20 @@ namespace mla_dev {
 // Columns per block (cw): a multiple of 64 dividing Dv (split_policy.c);
 // the shared-memory plan is stage2_smem (config.h).
 
+// Eight bf16 values (one 16-byte chunk) as fp32.
+__device__ __forceinline__ void unpack8(const uint4 v, float *o)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        o[2 * k] = bf2_lo(w[k]);
+        o[2 * k + 1] = bf2_hi(w[k]);
+    }
+}
 template <typename PT> __device__ __forceinline__ void load8(const void *base, long long idx, float *o)
 {
     if (sizeof(PT) == 2) {
-        const uint4 v = *(const uint4 *)((const bf16_t *)base + idx);
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            o[2 * k] = bf2_lo(w[k]);
-            o[2 * k + 1] = bf2_hi(w[k]);
-        }
+        unpack8(*(const uint4 *)((const bf16_t *)base + idx), o);
     } else {
         const float *f = (const float *)base + idx;
 #pragma unroll
@@ -243,13 +247,12 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
                 for (int k = 0; k < S2_PF; ++k) {
                     const int s = sg + k * SG;
                     if (s < act) {
-                        const uint32_t w4[4] = {pf[k].x, pf[k].y, pf[k].z, pf[k].w};
+                        float o[8];
+                        unpack8(pf[k], o);
                         const float w = wsp[i * NS + s];
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            acc[2 * e] += w * bf2_lo(w4[e]);
-                            acc[2 * e + 1] += w * bf2_hi(w4[e]);
-                        }
+                        for (int e = 0; e < 8; ++e)
+                            acc[e] += w * o[e];
                     }
                 }
                 held = S2_PF;

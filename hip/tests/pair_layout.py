@@ -170,13 +170,7 @@ def check(bug):
     return None
 
 
-def main():
-    st = planted.usage(sys.argv, __doc__, "every index holds and every planted error is caught")
-    if st is not None:
-        return st
-    return planted.run("pair_layout", check, "NR 96 and 64, both CTAs: gather, chains, P^T, V^T hold",
-                       ("rope-no-group", "partner-quarter", "stsm-no-swizzle"), "index errors")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(planted.main(sys.argv, __doc__, "every index holds and every planted error is caught", "pair_layout",
+                          check, "NR 96 and 64, both CTAs: gather, chains, P^T, V^T hold",
+                          ("rope-no-group", "partner-quarter", "stsm-no-swizzle"), "index errors"))

@@ -147,13 +147,7 @@ def check(bug):
     return planted.sweep(run, range(10), range(150), bug)
 
 
-def main():
-    st = planted.usage(sys.argv, __doc__, "the protocol holds and every planted bug is caught")
-    if st is not None:
-        return st
-    return planted.run("pair_protocol", check, "10 block counts x 150 schedules: no deadlock, no stale read",
-                       ("gather-skips-empty", "s-skips-pe-wait", "sx-one-slot", "pf-no-arm"), "bugs")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(planted.main(sys.argv, __doc__, "the protocol holds and every planted bug is caught", "pair_protocol",
+                          check, "10 block counts x 150 schedules: no deadlock, no stale read",
+                          ("gather-skips-empty", "s-skips-pe-wait", "sx-one-slot", "pf-no-arm"), "bugs"))

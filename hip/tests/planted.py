@@ -34,6 +34,16 @@ def run(tag, check, clean_msg, bugs, noun):
     return 1 if missed else 0
 
 
+def main(argv, doc, what, tag, check, clean_msg, bugs, noun, first=None):
+    """A model script's whole main: usage (what: the condition of exit 0),
+    then first() when given (None when it holds, else the exit status, its
+    reason printed), then run. Returns the exit status."""
+    st = usage(argv, doc, what)
+    if st is None and first is not None:
+        st = first()
+    return st if st is not None else run(tag, check, clean_msg, bugs, noun)
+
+
 class MBar:
     """An mbarrier of the protocol models: a phase completes once `count`
     arrivals are in and its transaction count (raised by expect_tx

@@ -133,20 +133,18 @@ def check_pp(bug=None):
     return None
 
 
-def main():
-    st = planted.usage(sys.argv, __doc__, "the model reads the ws kernel right, the ping-pong indices hold and "
-                       "every planted error is caught")
-    if st is not None:
-        return st
+def calibrated():
+    """None when the model reads the validated ws kernel right, else 1."""
     why = calibrate()
     if why:
         print("pp_layout: the model misreads the validated ws kernel: " + why)
         return 1
     print("pp_layout: the model reads the ws kernel's chain, V halves and P as validated")
-    return planted.run("pp_layout", check_pp,
-                       "gather, chain (36 steps), Q register steps, P fragments and store, V halves consistent",
-                       ("gather-unswizzled", "atom-step", "v-lbo"), "index errors")
+    return None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(planted.main(sys.argv, __doc__, "the model reads the ws kernel right, the ping-pong indices hold and "
+                          "every planted error is caught", "pp_layout", check_pp,
+                          "gather, chain (36 steps), Q register steps, P fragments and store, V halves consistent",
+                          ("gather-unswizzled", "atom-step", "v-lbo"), "index errors", first=calibrated))

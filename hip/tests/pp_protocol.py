@@ -101,13 +101,7 @@ def check(bug):
     return planted.sweep(run, range(12), range(300), bug)
 
 
-def main():
-    st = planted.usage(sys.argv, __doc__, "the protocol holds and every planted bug is caught")
-    if st is not None:
-        return st
-    return planted.run("pp_protocol", check, "12 block counts x 300 schedules: no deadlock, no stale read",
-                       ("gather-skips-empty", "early-release", "ready-before-p"), "bugs")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(planted.main(sys.argv, __doc__, "the protocol holds and every planted bug is caught", "pp_protocol",
+                          check, "12 block counts x 300 schedules: no deadlock, no stale read",
+                          ("gather-skips-empty", "early-release", "ready-before-p"), "bugs"))
