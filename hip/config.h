@@ -32,6 +32,7 @@ constexpr int S2_THREADS = MLA_SP_S2_THREADS; // threads per stage-2 block
 #define MLA_S2_PF 4
 #endif
 constexpr int S2_PF = MLA_S2_PF;
+static_assert(S2_PF >= 1 && S2_PF <= 16, "MLA_S2_PF: 1 to 16 prefetched chunks a stage-2 thread");
 static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole tiles");
 
 // Named barriers of the warp-specialized stage 1. 0 is __syncthreads'.
