@@ -172,19 +172,22 @@ static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-sp
 // Ping-pong stage 1 (stage1_pp.h; fast_kernel ws-pp): 64 rows, 64-token
 // K/V blocks in two buffers, each nine 128-byte swizzled atoms of 64 token
 // rows (8 KB: an N = 64 K-major operand keeps its 64 rows in one atom, 1024
-// bytes per 8 rows). A block's P (64 x 64 bf16, one such atom) goes into its
-// own buffer's rope atom once the block's S chain has read it. Then the
-// published row statistics of each compute warpgroup (max, scale, sum: 3 x
-// 64 fp32 each), and the mbarriers FULL[2], EMPTY[2], READY[2], QREADY,
-// SDONE[2].
+// bytes per 8 rows). The even block's P (64 x 64 bf16, one such atom) goes
+// into its own buffer's rope atom once the block's S chain has read it; the
+// odd block's into PX (its buffer's rope atom frees with the right half,
+// before the other warpgroup's PV reads P). Then the pair's statistics
+// (running max, the two blocks' factors, the row sums at the end: 5 x 64
+// fp32), and the mbarriers FULL_L[2], FULL_R[2], EMPTY_L[2], EMPTY_R[2],
+// QREADY, SC0, SC1, P0R, P1R.
 constexpr int PP_BN = 64;
 constexpr int PP_ATOM = PP_BN * 128;        // bytes of one 64-column atom of a block
 constexpr int PP_BUF = (D_MAX / 64) * PP_ATOM; // bytes of one K/V block
 struct Stage1PpSmem {
     int q;     // Q, 64 rows, swizzled atoms of 64 x 128 bytes
     int buf;   // two K/V blocks, PP_BUF bytes each
-    int pub;   // fp32 [2 warpgroups][3][64]: running max, scale, row sum of the last block
-    int mbar;  // 9 mbarriers, 8 bytes each
+    int px;    // the odd block's P, one atom
+    int pub;   // fp32 [5][64]: running max, the two factors, the two row sums
+    int mbar;  // 13 mbarriers, 8 bytes each
     int bytes; // dynamic shared memory to request (1024 bytes of alignment slack)
 };
 constexpr Stage1PpSmem stage1_pp_smem_plan()
@@ -192,9 +195,10 @@ constexpr Stage1PpSmem stage1_pp_smem_plan()
     Stage1PpSmem m{};
     m.q = 0;
     m.buf = m.q + 64 * D_MAX * 2;
-    m.pub = m.buf + 2 * PP_BUF;
-    m.mbar = m.pub + 2 * 3 * 64 * 4;
-    m.bytes = 1024 + m.mbar + 9 * 8;
+    m.px = m.buf + 2 * PP_BUF;
+    m.pub = m.px + PP_ATOM;
+    m.mbar = m.pub + 5 * 64 * 4;
+    m.bytes = 1024 + m.mbar + 13 * 8;
     return m;
 }
 static_assert(stage1_pp_smem_plan().bytes <= 232448, "ping-pong stage 1 exceeds 227 KB");

@@ -71,6 +71,13 @@ __device__ __forceinline__ void cp_async_wait_all()
 #endif
 }
 #if defined(MLA_TARGET_NVIDIA)
+// An arrival on the mbarrier at shared address bar once every cp.async this
+// thread issued so far has landed (noinc: the barrier's count includes it).
+// The consumer still needs fence_proxy_async before wgmma reads the bytes.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 template <int N> __device__ __forceinline__ void cp_async_wait_group()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");

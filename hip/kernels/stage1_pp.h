@@ -12,33 +12,28 @@ namespace mla_dev {
 // ---------------------------------------------------------------------------
 // Why: in stage1_ws_kernel a producer warpgroup computes every S chain and
 // hands each 32-token tile over to the PV warpgroups; the hand-over around
-// the chain (wait, S store, barrier, the PV warps' S loads) costs ~800 of a
-// tile's ~2,000 cycles against ~1,180 of tensor work (docs/perf-log.md,
-// "Where it stands after step 34"). Here no warpgroup waits for another's
-// S: compute warpgroup x (1 + x, x = 0 or 1) owns the blocks i with
-// i % 2 == x, which always land in buffer x. For its block i it
-//   1. takes block i - 1's row statistics and P from the other warpgroup
-//      (READY), rescales its O and adds P(i - 1) V(i - 1) for its 256
-//      output columns (P from shared memory), then releases buffer 1 - x;
-//   2. computes S(i) = Q K(i)^T (36 m64n64k16) once block i has landed
-//      (FULL), runs the softmax of the 64 tokens against the running max
-//      the other warpgroup published, stores P(i) into block i's rope
-//      atom (read by nobody once the chain is done), publishes the row
-//      statistics (READY), and adds P(i) V(i) for its columns (P from
-//      registers); then releases buffer x (EMPTY).
-// The intent: the softmax of one warpgroup overlaps the other's S chain and
-// PV on the tensor pipe, and a block costs one hand-over per 64 tokens
-// instead of one per 32. Measured on the H200 it does not pay: the READY
-// chain runs through each block's hand-over PV, chain and softmax in turn
-// (36% of the compute warps' samples wait on READY), 2.26 us a block
-// against ws-pvg's 2.1 (docs/perf-log.md steps 35-36). The gather warpgroup (warps 0-1 the even blocks, 2-3 the odd
-// ones) issues no wgmma: wgmma.fence waits for the issuing warp's copies in
-// flight (docs/perf-log.md step 27). Every hand-over is an mbarrier
-// (compute-sanitizer racecheck models them, not barrier.arrive), none of
-// which can run two phases ahead of its waiters (see the loop). Shared
-// memory: config.h stage1_pp_smem_plan. Registers: 384 x 168 at launch;
-// setmaxnreg gives the gather warpgroup 40 and each compute warpgroup 232
-// (O 128, S 32, P 16).
+// the chain costs ~800 of a tile's ~2,000 cycles against ~1,180 of tensor
+// work (docs/perf-log.md, "Where it stands after step 34"). The first form
+// of this kernel (steps 35-36) handed every block over between the two
+// compute warpgroups, so each block's hand-over PV, S chain and softmax ran
+// in series (36% of the compute warps' samples waited on it). This form
+// follows the schedule of FlashMLA's sm90 decode kernel (its blocks in
+// pairs, one max per pair; read from its source, step 40): compute
+// warpgroup x (1 + x) computes S of block 2q + x, both chains side by side;
+// warpgroup 0 runs its softmax and publishes the pair's first max,
+// warpgroup 1 runs its own against it, and only these two are in series.
+// Each warpgroup then adds both blocks to its half of O's columns, its own
+// P from registers, the other's from shared memory, and issues its next
+// chain. A buffer frees by halves (V's left half is warpgroup 0's to read,
+// the right half warpgroup 1's), so the next block's left half is copied
+// while the right half is still in use. The gather warpgroup (warps 0-1
+// the even blocks, 2-3 the odd ones) issues no wgmma: wgmma.fence waits for
+// the issuing warp's copies in flight (docs/perf-log.md step 27). Every
+// hand-over is an mbarrier (compute-sanitizer racecheck models them, not
+// barrier.arrive), none of which can run two phases ahead of its waiters
+// (see the loop). Shared memory: config.h stage1_pp_smem_plan. Registers:
+// 384 x 168 at launch; setmaxnreg gives the gather warpgroup 40 and each
+// compute warpgroup 232 (O 128, S 32, P 16).
 // ---------------------------------------------------------------------------
 
 // Online softmax (base 2) of one 64-token block held as m64n64 accumulators:
@@ -79,47 +74,44 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
     }
 }
 
-// Q's first k16 steps held in registers by each compute warpgroup (RS-form
-// wgmma, as the ws producer's QR): each step takes 2 KB of shared-memory
-// reads off the chain (an SS m64n64k16 reads 4 KB in its ~32 cycles). 0 by
-// default; -DMLA_PP_QR=8 (a multiple of 4, 4 registers a step) for the A/B:
-// 8 compiles to R225 of the 232 and no spill, 12
-// spilled 32 bytes.
-#ifndef MLA_PP_QR
-#define MLA_PP_QR 0
-#endif
-constexpr int PP_QR = MLA_PP_QR;
-static_assert(PP_QR >= 0 && PP_QR % 4 == 0 && PP_QR <= 8, "PP_QR: whole atoms, within the registers");
-
-// S[64 x 64] = Q K^T over the 576 columns: 36 m64n64k16, Q and the block
-// (db) both in atoms of 64 rows x 128 bytes, so both descriptors take the
-// same steps: 32 bytes inside an atom, 8 KB to the next. Steps below QR
-// take Q from registers (qf), the rest from shared memory (da: the
-// descriptor of step QR). Fully unrolled, the descriptors advanced by asm
-// adds (see ws_s_chain: a rolled loop fences the accumulators, base +
-// immediate forms spill).
-template <int QR>
-__device__ __forceinline__ void pp_s_chain(float (&acc)[32], const uint32_t (&qf)[QR > 0 ? QR : 1][4],
-                                           uint64_t da, uint64_t db)
+// S[64 x 64] += Q K^T over atoms A0 .. A1 - 1 of the 576 columns (4 k16
+// steps an atom): m64n64k16, Q and the block (da, db: the descriptors of
+// atom A0) both in atoms of 64 rows x 128 bytes, so both descriptors take
+// the same steps: 32 bytes inside an atom, 8 KB to the next. Atom 0's first
+// step starts the sum. Fully unrolled, the descriptors advanced by asm adds
+// (see ws_s_chain: a rolled loop fences the accumulators, base + immediate
+// forms spill). One commit group per call.
+template <int A0, int A1>
+__device__ __forceinline__ void pp_s_chain_part(float (&acc)[32], uint64_t da, uint64_t db)
 {
     wg_fence();
-    if constexpr (QR > 0)
-        wgmma_m64n64k16_rs<0>(acc, qf[0], db);
-    else
-        wgmma_m64n64k16<0>(acc, da, db);
 #pragma unroll
-    for (int k = 1; k < D_MAX / 16; ++k) {
-        const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
-        asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
-        if (k < QR) {
-            wgmma_m64n64k16_rs<1>(acc, qf[k < QR ? k : 0], db);
-        } else {
-            if (k > QR)
-                asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
-            wgmma_m64n64k16<1>(acc, da, db);
+    for (int k = 4 * A0; k < 4 * A1; ++k) {
+        if (k > 4 * A0) {
+            const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
+            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
+            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
         }
+        if (k == 0)
+            wgmma_m64n64k16<0>(acc, da, db);
+        else
+            wgmma_m64n64k16<1>(acc, da, db);
     }
     wg_commit();
+}
+
+// A 64 x 64 bf16 P tile (K-major, 128-byte swizzled, one atom) from the
+// packed A fragments w[k][e] of a wgmma m64 layout: e 0 row r0 tokens 16k +
+// 2t4 (+1), 1 row r0 + 8, 2 and 3 the same rows at 16k + 8 + 2t4.
+__device__ __forceinline__ void pp_store_p(bf16_t *dst, const uint32_t (&w)[4][4], int r0, int t4)
+{
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int r = r0 + 8 * (e & 1), c = 16 * k + 8 * (e >> 1) + 2 * t4;
+            *(uint32_t *)(dst + toff<true>(r, c, 64)) = w[k][e];
+        }
 }
 
 __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
@@ -133,16 +125,23 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
     float *Pub = (float *)(base + SM.pub);
     const uint32_t q_s = (uint32_t)__cvta_generic_to_shared(Qs);
     const uint32_t buf_s = (uint32_t)__cvta_generic_to_shared(base + SM.buf);
-    // FULL[b] (64 threads: the gather warps of parity b): the block in
-    // buffer b landed and was proxy-fenced. EMPTY[b] (256: both compute
-    // warpgroups): done with it. READY[x] (128: compute warpgroup x): its
-    // block's P and row statistics are out. QREADY (256, once): Q landed.
-    // SDONE[x] (128: compute warpgroup x): every warp of it has waited for
-    // its chain, so the rope atom that chain read may take P (wait_group
-    // speaks for the waiting warp's view; the four warps' chains all read
-    // the atom's 64 rows).
+    const uint32_t px_s = (uint32_t)__cvta_generic_to_shared(base + SM.px);
+    // Buffer b holds the blocks i with i % 2 == b; its left half is atoms
+    // 0-3 (V columns 0-255), its right half atoms 4-8 (V columns 256-511
+    // and the rope atom). FULL_L/R[b] (64: the gather warps of parity b,
+    // cp.async arrivals): that half landed. EMPTY_L[b] (128: compute
+    // warpgroup 0, the only reader of V's left half) and EMPTY_R[b] (128:
+    // compute warpgroup 1, the right half's): done with it. QREADY (256,
+    // once): Q landed. SC0 / SC1 (128: warpgroup 0 / 1): the pair's running
+    // max and rescale factor of block 2q / 2q + 1 are out. P0R (128,
+    // warpgroup 0): P(2q), rescaled to the pair's max, is in buffer 0's rope
+    // atom. P1R (128, warpgroup 1): P(2q + 1) is in PX.
     const uint32_t mb = (uint32_t)__cvta_generic_to_shared(base + SM.mbar);
-    const uint32_t mb_full = mb, mb_empty = mb + 16, mb_ready = mb + 32, mb_q = mb + 48, mb_sdone = mb + 56;
+    auto full_l = [&](int b) { return mb + 8u * b; };
+    auto full_r = [&](int b) { return mb + 16u + 8u * b; };
+    auto empty_l = [&](int b) { return mb + 32u + 8u * b; };
+    auto empty_r = [&](int b) { return mb + 48u + 8u * b; };
+    const uint32_t mb_q = mb + 64, mb_sc0 = mb + 72, mb_sc1 = mb + 80, mb_p0r = mb + 88, mb_p1r = mb + 96;
 
     pdl_launch_dependents();
     const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
@@ -155,13 +154,16 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
     const int nb = (n + PP_BN - 1) / PP_BN;
     if (tid == 0) {
         for (int i = 0; i < 2; ++i) {
-            mbar_init(mb_full + 8u * i, 64);
-            mbar_init(mb_empty + 8u * i, 256);
-            mbar_init(mb_ready + 8u * i, 128);
+            mbar_init(full_l(i), 64);
+            mbar_init(full_r(i), 64);
+            mbar_init(empty_l(i), 128);
+            mbar_init(empty_r(i), 128);
         }
         mbar_init(mb_q, 256);
-        mbar_init(mb_sdone, 128);
-        mbar_init(mb_sdone + 8u, 128);
+        mbar_init(mb_sc0, 128);
+        mbar_init(mb_sc1, 128);
+        mbar_init(mb_p0r, 128);
+        mbar_init(mb_p1r, 128);
     }
     __syncthreads();
     // Warp-uniform for the compiler as well (a broadcast): wgmma inside a
@@ -170,22 +172,24 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
     constexpr int OSP = DV_MAX + 8; // staged partial rows (conflict-light fills)
     bf16_t *Os = (bf16_t *)(base + SM.buf);
     const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+    // Pub: the running max [64], the factors of blocks 2q and 2q + 1 [2][64],
+    // the two warpgroups' row sums at the end [2][64].
+    float *sM = Pub, *sSc0 = Pub + 64, *sSc1 = Pub + 128, *sL = Pub + 192;
 
     if (wg == 0) {
         // Gather: warps 2 pw, 2 pw + 1 take the blocks of parity pw into
-        // buffer pw, one at a time. 8 threads per token (whole 128-byte
-        // lines), tokens tk + 8 r (r < 8) of the block: destination rows
-        // tk + 8 r share tk's swizzle. The next block's slots are looked up
-        // while this one's copies fly.
+        // buffer pw, each half as soon as its readers released it. 8 threads
+        // per token (whole 128-byte lines), tokens tk + 8 r (r < 8) of the
+        // block: destination rows tk + 8 r share tk's swizzle. The copies
+        // arrive on FULL by themselves (cp.async.mbarrier.arrive), so the
+        // right half's copies issue while the left half's fly. The next
+        // block's slots are looked up while this one's copies fly.
         regs_dec<40>();
         const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
         const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
         int64_t sl[8];
         auto slots = [&](int j) { block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl); };
-        slots(pw);
-        for (int j = pw; j < nb; j += 2) {
-            if (j >= 2)
-                mbar_wait(mb_empty + 8u * pw, ((j >> 1) - 1) & 1); // block j - 2 done with
+        auto copy = [&](int a0, int a1) {
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 // Tokens past the split's end are zero-filled: a masked
@@ -194,31 +198,24 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                     (const unsigned char *)(p.kv + (sl[r] >= 0 ? sl[r] : 0) * p.kv_ss + gc * 8);
                 const int nbytes = sl[r] >= 0 ? 16 : 0;
 #pragma unroll
-                for (int a = 0; a < D_MAX / 64; ++a)
+                for (int a = a0; a < a1; ++a)
                     cp_async16_s(dst + (uint32_t)(r * 1024 + a * PP_ATOM), src + 128 * a, nbytes);
             }
-            cp_async_commit();
+        };
+        slots(pw);
+        for (int j = pw; j < nb; j += 2) {
+            const uint32_t ph = (uint32_t)((j >> 1) - 1) & 1; // block j - 2's release
+            if (j >= 2)
+                mbar_wait(empty_l(pw), ph);
+            copy(0, 4);
+            cp_async_mbar_arrive(full_l(pw));
+            if (j >= 2)
+                mbar_wait(empty_r(pw), ph);
+            copy(4, 9);
+            cp_async_mbar_arrive(full_r(pw));
             slots(j + 2);
-            cp_async_wait_group<0>();
-            fence_proxy_async(); // wgmma (async proxy) reads the block
-            mbar_arrive(mb_full + 8u * pw);
-#ifndef MLA_PP_NO_L2_PREFETCH
-            // Block j + 2's lines into L2 while blocks j and j + 1 are
-            // computed: its buffer frees only after block j's two PV halves,
-            // and the copies then wait for DRAM on the critical path (one
-            // load per two blocks, docs/perf-log.md step 35). Thread gc takes
-            // line gc of each of its 8 rows, and gc 0 the rope line too.
-#pragma unroll
-            for (int r = 0; r < 8; ++r) {
-                if (sl[r] >= 0) {
-                    const unsigned char *row = (const unsigned char *)(p.kv + sl[r] * p.kv_ss);
-                    prefetch_l2(row + 128 * gc);
-                    if (gc == 0)
-                        prefetch_l2(row + 128 * 8);
-                }
-            }
-#endif
         }
+        cp_async_wait_all();
         nbar_sync(BAR_END, NT); // the compute warpgroups are done
         nbar_sync(BAR_END, NT); // the partial is staged
     } else {
@@ -226,7 +223,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         const int lane = tid & 31, t4 = lane & 3, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2);
         const int x = wg - 1;
         float o[128];
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        float l[2] = {0.f, 0.f};
         if (nb > 0) {
             // Q (both compute warpgroups, 256 threads), zero rows past the
             // last valid one.
@@ -237,130 +234,233 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             mbar_arrive(mb_q);
             mbar_wait(mb_q, 0);
         }
-        // Q's first PP_QR k16 steps as A fragments (ldmatrix x4 of rows 16w
-        // .. 16w + 15: lanes 0-7 / 8-15 rows 0-7 / 8-15 at column 16k, lanes
-        // 16-31 the same rows at 16k + 8), and the descriptor of step QR.
-        uint32_t qf[PP_QR > 0 ? PP_QR : 1][4];
-        if (PP_QR > 0 && nb > 0) {
-            const int lr = 16 * ((tid >> 5) & 3) + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-            for (int k = 0; k < PP_QR; ++k)
-                ldsm_x4(qf[k][0], qf[k][1], qf[k][2], qf[k][3], Qs + toff<true>(lr, 16 * k + (lane >> 4) * 8, ROWS));
-        }
-        const uint64_t qda = wg_desc_sw128(q_s + (uint32_t)(PP_QR / 4 * PP_ATOM));
 #pragma unroll
         for (int i = 0; i < 128; ++i)
             o[i] = 0.f;
-        const int xo = 1 - x;
-        const uint32_t bx = buf_s + (uint32_t)(x * PP_BUF), by = buf_s + (uint32_t)(xo * PP_BUF);
-        float *pub_x = Pub + 192 * x;
-        const float *pub_y = Pub + 192 * xo;
-        // V columns 256 x .. 256 x + 255: atoms 4 x .. 4 x + 3 of a block,
-        // MN-major, atoms 8 KB apart; a k16 step is 16 token rows (2 KB).
-        const uint32_t vcol = (uint32_t)(4 * x * PP_ATOM);
-        // Iteration i: block i - 1 (the other's, when i >= 1; i - 1 < nb),
-        // then block i (this warpgroup's, when i < nb). Why no barrier runs
-        // two phases ahead: this warpgroup arrives READY[x] for block i + 2
-        // only after waiting READY[1 - x] for block i + 1, which the other
-        // arrives after waiting READY[x] for block i; EMPTY[b] for block j +
-        // 2 needs FULL[b] for block j + 2, which the gather arrives after
-        // waiting EMPTY[b] for block j; FULL[b] for block j + 2 needs that
-        // EMPTY[b], which needs FULL[b] for block j waited.
-        for (int i = x; i <= nb; i += 2) {
-            // S(i) once block i has landed, after the hand-over, so that the
-            // other block's PV, and with it the release of that buffer, does
-            // not queue behind a chain in this warpgroup's wgmma order (perf
-            // log step 35). (Block 1's chain once went before block 0's
-            // hand-over: ptxas then injected a wait into the hand-over's
-            // rescale (C7517), and compute-sanitizer synccheck reported a
-            // warpgroup MMA sequence mismatch between the warps there, on
-            // k3-edges; perf log step 36.)
-            float acc[32];
-            auto chain = [&] {
-                mbar_wait(mb_full + 8u * x, (i >> 1) & 1);
-                pp_s_chain<PP_QR>(acc, qf, qda, wg_desc_sw128(bx));
-            };
-            if (i >= 1) {
-                mbar_wait(mb_ready + 8u * xo, ((i - 1) >> 1) & 1);
-                const float sc0 = pub_y[64 + r0], sc1 = pub_y[64 + r0 + 8];
-                l[0] = l[0] * sc0 + pub_y[128 + r0];
-                l[1] = l[1] * sc1 + pub_y[128 + r0 + 8];
-                m[0] = pub_y[r0];
-                m[1] = pub_y[r0 + 8];
-                fence_regs(o);
-                ws_rescale_o(o, sc0, sc1);
-                // P(i - 1) from its block's rope atom (K-major, 32 bytes a
-                // k16 step), V(i - 1) from the same buffer.
-                const uint64_t dp = wg_desc_sw128(by + 8u * PP_ATOM);
-                const uint64_t dv = wg_desc_mn_sw128_lbo(by + vcol, PP_ATOM);
-                wg_fence();
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
-                wg_commit();
+        const uint32_t b0 = buf_s, b1 = buf_s + PP_BUF;
+        bf16_t *P0st = (bf16_t *)(base + SM.buf + 8 * PP_ATOM); // buffer 0's rope atom
+        bf16_t *P1st = (bf16_t *)(base + SM.px);
+        const int npair = (nb + 1) >> 1;
+        float acc[32];
+        // S of block i (this warpgroup's) in two commit groups: the left
+        // half's atoms as soon as they landed, then the right half's.
+        auto chain_l = [&](int i) {
+            const uint32_t bx = x ? b1 : b0;
+            mbar_wait(full_l(x), (uint32_t)(i >> 1) & 1);
+            fence_proxy_async(); // the atoms came by cp.async (generic proxy)
+            pp_s_chain_part<0, 4>(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx));
+        };
+        auto chain_r = [&](int i) {
+            const uint32_t bx = x ? b1 : b0;
+            mbar_wait(full_r(x), (uint32_t)(i >> 1) & 1);
+            fence_proxy_async();
+            pp_s_chain_part<4, 9>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM));
+        };
+        auto valid_of = [&](int i) { return n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN; };
+        // Pair q: blocks 2q (warpgroup 0's, buffer 0) and 2q + 1 (warpgroup
+        // 1's, buffer 1; absent when nb is odd and q is the last pair). The
+        // two chains of a pair run side by side; only the two softmaxes are
+        // in series (warpgroup 1's needs block 2q's max). Then each
+        // warpgroup adds both blocks to its half of O: warpgroup 0 the
+        // columns 0-255 (P(2q) from registers, P(2q + 1) from PX),
+        // warpgroup 1 the columns 256-511 (P(2q + 1) from registers, P(2q)
+        // from buffer 0's rope atom, which block 2q's chain has read).
+        // Why no barrier runs two phases ahead: SC0 of pair q + 1 follows
+        // warpgroup 0's wait for SC1 of pair q, which follows warpgroup 1's
+        // wait for SC0 of pair q; the same for P0R / P1R (warpgroup 0 waits
+        // P1R before its next P0R, warpgroup 1 waits P0R before its next
+        // P1R); a half's EMPTY for block j + 2 follows the read of block j
+        // + 2, whose FULL follows the gather's wait for that EMPTY of block
+        // j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
+        // q + 1, which warpgroup 0 arrives after its PV of P1 of pair q has
+        // completed; P0 of pair q + 1 goes into the rope atom of block 2q +
+        // 2, which the gather copies only after warpgroup 1's EMPTY_R(0) of
+        // pair q; every warp of warpgroup 0 has waited for its chain before
+        // SC0, so the P0 store after SC1 never meets the chain's reads.
+        if (x == 0) {
+            if (nb > 0) {
+                chain_l(0);
+                chain_r(0);
                 wg_wait<0>();
-                fence_regs(o);
-                mbar_arrive(mb_empty + 8u * xo);
             }
-            if (i < nb) {
-                chain();
-                wg_wait<0>();
+            for (int q = 0; q < npair; ++q) {
+                const int i0 = 2 * q;
+                const bool has1 = i0 + 1 < nb, next = i0 + 2 < nb;
+                const uint32_t ph = (uint32_t)q & 1;
                 fence_regs(acc);
-                mbar_arrive(mb_sdone + 8u * x); // waited for before the P store
-                const int valid = n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN;
+                float m[2];
+                m[0] = q > 0 ? sM[r0] : -INFINITY;
+                m[1] = q > 0 ? sM[r0 + 8] : -INFINITY;
                 float sc[2], rs[2];
+                const int valid = valid_of(i0);
                 if (valid == PP_BN)
                     pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
                 else
                     pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
-                // P(i) as bf16: the A fragments of the four k16 steps (rows
-                // r0 / r0 + 8, tokens 16k + 2 t4 (+1), 16k + 8 + 2 t4 (+1)),
-                // and the same words into the rope atom for the other
-                // warpgroup.
+                if (t4 == 0) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        sM[r0 + 8 * h] = m[h];
+                        sSc0[r0 + 8 * h] = sc[h];
+                    }
+                }
+                mbar_arrive(mb_sc0);
+                ws_rescale_o(o, sc[0], sc[1]);
                 uint32_t pa[4][4];
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
                         pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
-                bf16_t *Pst = (bf16_t *)(base + SM.buf + x * PP_BUF + 8 * PP_ATOM);
-                mbar_wait(mb_sdone + 8u * x, (i >> 1) & 1); // the atom's last chain reads are done
+                {
+                    // O[:, 0:256] += P(2q) V(2q)'s left half; then that half
+                    // is free.
+                    const uint64_t dv = wg_desc_mn_sw128_lbo(b0, PP_ATOM);
+                    wg_fence();
+#pragma unroll
+                    for (int k = 0; k < 4; ++k)
+                        wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
+                    wg_commit();
+                    wg_wait<0>();
+                    fence_regs(o);
+                    mbar_arrive(empty_l(0));
+                }
+                // Block 2q + 1's factor: P(2q) at the pair's max for the
+                // other warpgroup, and this half of O and l rescaled.
+                mbar_wait(mb_sc1, ph);
+                const float s1[2] = {sSc1[r0], sSc1[r0 + 8]};
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        // e: 0 row r0 tokens 16k + 2t4, 1 row r0 + 8, 2 and 3 the
-                        // same rows at 16k + 8 + 2t4.
-                        const int r = r0 + 8 * (e & 1), c = 16 * k + 8 * (e >> 1) + 2 * t4;
-                        *(uint32_t *)(Pst + toff<true>(r, c, ROWS)) = pa[k][e];
+                    for (int e = 0; e < 4; ++e)
+                        pa[k][e] = pack_bf2(acc[8 * k + 2 * e] * s1[e & 1], acc[8 * k + 2 * e + 1] * s1[e & 1]);
+                pp_store_p(P0st, pa, r0, t4);
+                fence_proxy_async(); // the other warpgroup's wgmma reads P
+                mbar_arrive(mb_p0r);
+                ws_rescale_o(o, s1[0], s1[1]);
+                l[0] *= s1[0];
+                l[1] *= s1[1];
+                // (!has1 implies !next. One branch for both, so that ptxas
+                // sees no path with a PV in flight past it: C7517.)
+                if (has1) {
+                    // O[:, 0:256] += P(2q + 1) V(2q + 1)'s left half.
+                    mbar_wait(mb_p1r, ph);
+                    fence_proxy_async();
+                    const uint64_t dp = wg_desc_sw128(px_s);
+                    const uint64_t dv = wg_desc_mn_sw128_lbo(b1, PP_ATOM);
+                    wg_fence();
+#pragma unroll
+                    for (int k = 0; k < 4; ++k)
+                        wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
+                    wg_commit();
+                    if (next) {
+                        // Block 2q + 2's chain behind that PV; buffer 1's
+                        // left half frees once the PV is done.
+                        chain_l(i0 + 2);
+                        wg_wait<1>();
+                        mbar_arrive(empty_l(1));
+                        chain_r(i0 + 2);
+                        wg_wait<0>();
+                    } else {
+                        wg_wait<0>();
+                        mbar_arrive(empty_l(1));
                     }
+                }
+                fence_regs(o);
+            }
+        } else {
+            if (nb > 1) {
+                chain_l(1);
+                chain_r(1);
+                wg_wait<0>();
+            }
+            for (int q = 0; q < npair; ++q) {
+                const int i1 = 2 * q + 1;
+                const bool has1 = i1 < nb, next = i1 + 2 < nb;
+                const uint32_t ph = (uint32_t)q & 1;
+                fence_regs(acc);
+                mbar_wait(mb_sc0, ph);
+                float m[2] = {sM[r0], sM[r0 + 8]};
+                const float s0[2] = {sSc0[r0], sSc0[r0 + 8]};
+                l[0] *= s0[0];
+                l[1] *= s0[1];
+                float sc[2] = {1.f, 1.f}, rs[2];
+                if (has1) {
+                    const int valid = valid_of(i1);
+                    if (valid == PP_BN)
+                        pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
+                    else
+                        pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
+                }
+                __syncwarp(); // the quad's reads of sM come first (no shuffle when !has1)
                 if (t4 == 0) {
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        pub_x[r0 + 8 * h] = m[h];
-                        pub_x[64 + r0 + 8 * h] = sc[h];
-                        pub_x[128 + r0 + 8 * h] = rs[h];
+                        sM[r0 + 8 * h] = m[h];
+                        sSc1[r0 + 8 * h] = sc[h];
                     }
                 }
-                fence_proxy_async(); // the other warpgroup's wgmma reads P
-                mbar_arrive(mb_ready + 8u * x);
-                ws_rescale_o(o, sc[0], sc[1]);
-                const uint64_t dv = wg_desc_mn_sw128_lbo(bx + vcol, PP_ATOM);
-                wg_fence();
+                mbar_arrive(mb_sc1);
+                ws_rescale_o(o, s0[0] * sc[0], s0[1] * sc[1]);
+                // O[:, 256:512] += P(2q) V(2q)'s right half (P at the pair's
+                // max, from buffer 0's rope atom).
+                auto pv0 = [&] {
+                    mbar_wait(mb_p0r, ph);
+                    fence_proxy_async();
+                    const uint64_t dp = wg_desc_sw128(b0 + 8u * PP_ATOM);
+                    const uint64_t dv = wg_desc_mn_sw128_lbo(b0 + 4u * PP_ATOM, PP_ATOM);
+                    wg_fence();
 #pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
-                wg_commit();
-                wg_wait<0>();
+                    for (int k = 0; k < 4; ++k)
+                        wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
+                    wg_commit();
+                };
+                if (has1) {
+                    uint32_t pa[4][4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
+                    pp_store_p(P1st, pa, r0, t4);
+                    fence_proxy_async(); // the other warpgroup's wgmma reads P
+                    mbar_arrive(mb_p1r);
+                    // O[:, 256:512] += P(2q + 1) V(2q + 1)'s right half.
+                    const uint64_t dv = wg_desc_mn_sw128_lbo(b1 + 4u * PP_ATOM, PP_ATOM);
+                    wg_fence();
+#pragma unroll
+                    for (int k = 0; k < 4; ++k)
+                        wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
+                    wg_commit();
+                    pv0();
+                    wg_wait<1>();
+                    mbar_arrive(empty_r(1));
+                    wg_wait<0>();
+                } else {
+                    pv0();
+                    wg_wait<0>();
+                }
                 fence_regs(o);
-                mbar_arrive(mb_empty + 8u * x);
+                mbar_arrive(empty_r(0));
+                if (next) {
+                    chain_l(i1 + 2);
+                    chain_r(i1 + 2);
+                    wg_wait<0>();
+                }
             }
         }
         // Every wgmma and copy is done: the blocks' memory takes the
-        // partial, staged so that it leaves in coalesced 16-byte rows.
+        // partial, staged so that it leaves in coalesced 16-byte rows. Each
+        // warpgroup's l holds its own blocks' sums at the final max; the
+        // row's sum is the two added in one order by both.
+        if (t4 == 0) {
+            sL[64 * x + r0] = l[0];
+            sL[64 * x + r0 + 8] = l[1];
+        }
         nbar_sync(BAR_END, NT);
-        const float s0 = split_out_scale(p.v_scale, l[0]);
-        const float s1 = split_out_scale(p.v_scale, l[1]);
+        const float lt0 = sL[r0] + sL[64 + r0], lt1 = sL[r0 + 8] + sL[64 + r0 + 8];
+        const float s0 = split_out_scale(p.v_scale, lt0);
+        const float s1 = split_out_scale(p.v_scale, lt1);
         const int c0 = 256 * x;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
@@ -368,16 +468,14 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             *(uint32_t *)(Os + r0 * OSP + col) = pack_bf2(o[4 * j] * s0, o[4 * j + 1] * s0);
             *(uint32_t *)(Os + (r0 + 8) * OSP + col) = pack_bf2(o[4 * j + 2] * s1, o[4 * j + 3] * s1);
         }
-        // Both warpgroups hold the same m and, up to the rounding of how
-        // each contracts l * sc + rs, the same l (the same statistics in the
-        // same order); the first writes the lse.
         if (x == 0 && t4 == 0) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 bool ok;
                 const int r = row_of(p, ROWS, y, r0 + 8 * h, ok);
                 if (ok)
-                    p.part_lse[part_row0 + r] = split_lse(m[h], l[h]);
+                    p.part_lse[part_row0 + r] =
+                        split_lse(nb > 0 ? sM[r0 + 8 * h] : -INFINITY, h ? lt1 : lt0);
             }
         }
         nbar_sync(BAR_END, NT);
