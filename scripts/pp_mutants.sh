@@ -1,22 +1,23 @@
 #!/bin/bash
 # Planted bugs in the ping-pong stage 1 (hip/kernels/stage1_pp.h) that the
 # validator must catch on gpu:pp, each through scripts/gpu_mutant.sh (a
-# scratch copy with one substitution, rebuilt): the other warpgroup's last
-# block dropped from one half of O (the loop stops at i < nb), the hand-over
-# without its rescale, and P read from the warpgroup's own buffer instead of
-# the other's. Cases with several 64-token blocks per split, and the needle
-# cases (one key far above the rest). Exit 0 only when every mutant is
+# scratch copy with one substitution, rebuilt): warpgroup 1's rescale by the
+# pair's two factors skipped, P of the even block handed to warpgroup 1
+# without the odd block's factor, and the odd block of the last pair
+# dropped from warpgroup 0's half of O. Cases with several 64-token blocks
+# per split, the needle cases (one key far above the rest) and k3-ramp
+# (every tile moves the max). Exit 0 only when every mutant is
 # caught. Runs on the device machine, from the repo root.
 #   OUT=DIR bash scripts/pp_mutants.sh
 set -u
-case "${1:-}" in -h|--help) sed -n 2,10p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n 2,11p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -eq 0 ] || { echo "pp_mutants.sh: no arguments (see --help)" >&2; exit 2; }
 : "${OUT:?set OUT to the directory for logs}"
 f=hip/kernels/stage1_pp.h
-cases=(k3-4k k3-16k dsv3-16k needle-k3-4k needle-dsv3-16k)
+cases=(k3-4k k3-16k dsv3-16k needle-k3-4k needle-dsv3-16k k3-ramp)
 backend=gpu:pp name=pp_mutant
 . "$(dirname "$0")/mutants_common.sh"
-run 'for (int i = x; i <= nb; i += 2) {' 'for (int i = x; i < nb; i += 2) {'
-run 'ws_rescale_o(o, sc0, sc1);' ';'
-run 'wg_desc_sw128(by + 8u * PP_ATOM)' 'wg_desc_sw128(bx + 8u * PP_ATOM)'
+run 'ws_rescale_o(o, s0[0] * sc[0], s0[1] * sc[1]);' ';'
+run 'pack_bf2(acc[8 * k + 2 * e] * s1[e & 1], acc[8 * k + 2 * e + 1] * s1[e & 1])' 'pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1])'
+run 'const bool has1 = i0 + 1 < nb, next' 'const bool has1 = i0 + 1 < nb - 1, next'
 mutants_done

@@ -267,9 +267,11 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         // from buffer 0's rope atom, which block 2q's chain has read).
         // Why no barrier runs two phases ahead: SC0 of pair q + 1 follows
         // warpgroup 0's wait for SC1 of pair q, which follows warpgroup 1's
-        // wait for SC0 of pair q; the same for P0R / P1R (warpgroup 0 waits
-        // P1R before its next P0R, warpgroup 1 waits P0R before its next
-        // P1R); a half's EMPTY for block j + 2 follows the read of block j
+        // wait for SC0 of pair q; P0R of pair q + 1 follows warpgroup 0's
+        // wait for SC1 of pair q + 1, which follows warpgroup 1's wait for
+        // P0R of pair q, and P1R of pair q + 1 follows warpgroup 1's wait for
+        // SC0 of pair q + 1, which follows warpgroup 0's wait for P1R of
+        // pair q; a half's EMPTY for block j + 2 follows the read of block j
         // + 2, whose FULL follows the gather's wait for that EMPTY of block
         // j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
         // q + 1, which warpgroup 0 arrives after its PV of P1 of pair q has
@@ -297,6 +299,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                     pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
                 else
                     pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
+                __syncwarp(); // the quad's reads of sM come first
                 if (t4 == 0) {
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {

@@ -6,13 +6,19 @@ MN atoms LBO apart and K rows SBO per 8, the swizzle XOR-ing address bits 4-6
 with bits 7-9 (atoms on 1024-byte boundaries). The model is first held to
 the H200-validated ws kernel's uses of the same forms (32-token tiles: the K
 chain, the V halves with LBO 4096, P's 64 x 32 atom read at dp, dp + 2);
-then the ping-pong kernel's formulas, transcribed from stage1_pp.h: the
-gather's destinations, the 36-step chain's descriptor steps over Q and a
-64-token block, Q's register steps (PP_QR), P's accumulator fragments and its
-store into the rope atom as the other warpgroup's SS operand reads it, and
-each warpgroup's V half (LBO 8192, 2 KB a k16 step). Then three planted
-index errors must each be caught. Exit 0 when all holds. The kernel is
-written by hand from the same formulas; a change to one belongs in the other.
+then the ping-pong kernel's formulas, transcribed from stage1_pp.h and
+config.h: the shared-memory plan's alignments; the gather's destinations
+(atoms 0-3, then 4-8) in both buffers; each warpgroup's S chain in its two
+parts (pp_s_chain_part<0, 4> and <4, 9>, Q's and the block's descriptors of
+atom A0, 32 bytes a step inside an atom, 8 KB to the next); P's accumulator
+fragments (and the row of the factor P(2q) is rescaled by), stored by
+pp_store_p into buffer 0's rope atom (P of the even block) and into PX (the
+odd block's), each as the other warpgroup's SS operand reads it at dp + 2k;
+and each warpgroup's V half of both buffers (LBO 8 KB, 2 KB a k16 step),
+read after the P stores, so the stores are seen to leave V alone. Then
+three planted index errors must each be caught. Exit 0 when all holds. The
+kernel is written by hand from the same formulas; a change to one belongs in
+the other.
 """
 import sys
 
@@ -72,64 +78,108 @@ def calibrate():
     return None
 
 
+# config.h's PP_ATOM, PP_BUF and stage1_pp_smem_plan's offsets.
+ATOM, BUF = 64 * 128, 9 * 64 * 128       # PP_ATOM, PP_BUF
+PLAN_Q, PLAN_BUF = 0, 64 * 576 * 2
+PLAN_PX = PLAN_BUF + 2 * BUF
+PLAN_PUB = PLAN_PX + ATOM
+PLAN_MBAR = PLAN_PUB + 5 * 64 * 4
+PLAN_BYTES = 1024 + PLAN_MBAR + 13 * 8
+
+
+def check_plan():
+    # Every swizzled operand's XOR reads address bits 7-9, so its atoms
+    # must sit on 1024-byte boundaries; descriptors keep addr >> 4 in 14
+    # bits, and the kernel adds its steps to the whole descriptor, so a
+    # carry out of that field would land in the reserved bits and LBO.
+    for name, off in (("Q", PLAN_Q), ("buffers", PLAN_BUF), ("PX", PLAN_PX)):
+        if off % 1024:
+            return "%s at %d, not 1024-aligned" % (name, off)
+    if PLAN_MBAR % 8:
+        return "mbarriers not 8-aligned"
+    if PLAN_BYTES > 232448:
+        return "%d bytes of shared memory" % PLAN_BYTES
+    if 64 * (512 + 8) * 2 > 2 * BUF:
+        return "the staged partial does not fit the buffers"
+    if (1024 + PLAN_PUB) >> 4 >= 1 << 14:
+        return "a descriptor's address overflows its field"
+    return None
+
+
 def check_pp(bug=None):
-    atom, buf = 64 * 128, 9 * 64 * 128
-    bq, bb, mem = 0, 64 * 576 * 2, {}
+    why = check_plan()
+    if why:
+        return "plan: " + why
+    mem = {}
     q = [[1_000_000 + r * 576 + c for c in range(576)] for r in range(64)]
     for r in range(64):
         for c in range(576):
-            mem[bq // 2 + toff(r, c, 64)] = q[r][c]
-    pw = 1
-    k = [[2_000_000 + t * 576 + c for c in range(576)] for t in range(64)]
-    for lt in range(64):  # the gather: tk = lt >> 3, gc = lt & 7, tokens tk + 8 r
-        tk, gc = lt >> 3, lt & 7
-        chunk = gc if bug == "gather-unswizzled" else gc ^ tk
-        dst = bb + pw * buf + tk * 128 + (chunk << 4)
-        for r in range(8):
-            for a in range(9):
-                for e in range(8):
-                    mem[(dst + r * 1024 + a * atom) // 2 + e] = k[tk + 8 * r][a * 64 + gc * 8 + e]
-    da, db = bq // 16, (bb + pw * buf) // 16
-    for s in range(36):  # pp_s_chain
-        if s:
-            inc = 2 if s & 3 else (atom >> 4) - (4 if bug == "atom-step" else 6)
-            da += inc
-            db += inc
-        if kmajor(mem, da * 16, 64) != cols(q, 16 * s, 16):
-            return "chain step %d: Q" % s
-        if kmajor(mem, db * 16, 64) != cols(k, 16 * s, 16):
-            return "chain step %d: K" % s
-    for qr in (4, 8):  # qda: the descriptor of step PP_QR
-        if kmajor(mem, bq + qr // 4 * atom, 64) != cols(q, 16 * qr, 16):
-            return "Q register steps %d" % qr
-    p = [[3_000_000 + r * 64 + c for c in range(64)] for r in range(64)]
-    pst = bb + pw * buf + 8 * atom
-    for w in range(4):
-        for lane in range(32):
-            t4, r0 = lane & 3, 16 * w + (lane >> 2)
-            acc = [0] * 32  # m64n64: acc[4j + 2h + e] is row r0 + 8h, token 8j + 2t4 + e
-            for j in range(8):
-                for h in range(2):
-                    for e in range(2):
-                        acc[4 * j + 2 * h + e] = p[r0 + 8 * h][8 * j + 2 * t4 + e]
+            mem[PLAN_Q // 2 + toff(r, c, 64)] = q[r][c]
+    # Blocks 0 and 1 (different data) in buffers 0 and 1.
+    blk = [[[(2 + pw) * 1_000_000 + t * 576 + c for c in range(576)] for t in range(64)] for pw in range(2)]
+    for pw in range(2):
+        k = blk[pw]
+        for lt in range(64):  # the gather: tk = lt >> 3, gc = lt & 7, tokens tk + 8 r
+            tk, gc = lt >> 3, lt & 7
+            dst = PLAN_BUF + pw * BUF + tk * 128 + ((gc ^ tk) << 4)
+            for a0, a1 in ((0, 4), (4, 9)):  # copy(0, 4), then copy(4, 9)
+                for r in range(8):
+                    for a in range(a0, a1):
+                        for e in range(8):
+                            mem[(dst + r * 1024 + a * ATOM) // 2 + e] = k[tk + 8 * r][a * 64 + gc * 8 + e]
+    for x in range(2):  # chain_l / chain_r of warpgroup x: pp_s_chain_part<0, 4>, <4, 9>
+        bx = PLAN_BUF + x * BUF
+        for a0, a1 in ((0, 4), (4, 9)):
+            qa = 0 if bug == "part-q-base" else a0
+            da, db = (PLAN_Q + qa * ATOM) >> 4, (bx + a0 * ATOM) >> 4
+            for s in range(4 * a0, 4 * a1):
+                if s > 4 * a0:
+                    inc = 2 if s & 3 else (ATOM >> 4) - (4 if bug == "atom-step" else 6)
+                    da += inc
+                    db += inc
+                if kmajor(mem, da * 16, 64) != cols(q, 16 * s, 16):
+                    return "wg %d chain step %d: Q" % (x, s)
+                if kmajor(mem, db * 16, 64) != cols(blk[x], 16 * s, 16):
+                    return "wg %d chain step %d: K" % (x, s)
+    # P: warpgroup 0's (block 0) into buffer 0's rope atom, read by
+    # warpgroup 1; warpgroup 1's (block 1) into PX, read by warpgroup 0.
+    # Stored after the chains, before the V reads: the V checks below then
+    # also say the stores left V's atoms (read at the same time) alone.
+    for x, pst in ((0, PLAN_BUF + 8 * ATOM), (1, PLAN_PX)):
+        p = [[(4 + x) * 1_000_000 + r * 64 + c for c in range(64)] for r in range(64)]
+        f = [7_000_000 + r for r in range(64)]  # a row's factor (s1 in warpgroup 0)
+        for w in range(4):
+            for lane in range(32):
+                t4, r0 = lane & 3, 16 * w + (lane >> 2)
+                acc = [0] * 32  # m64n64: acc[4j + 2h + e] is row r0 + 8h, token 8j + 2t4 + e
+                for j in range(8):
+                    for h in range(2):
+                        for e in range(2):
+                            acc[4 * j + 2 * h + e] = p[r0 + 8 * h][8 * j + 2 * t4 + e]
+                s1 = (f[r0], f[r0 + 8])  # sSc1[r0], sSc1[r0 + 8]
+                for s in range(4):
+                    for e in range(4):
+                        lo, hi = acc[8 * s + 2 * e], acc[8 * s + 2 * e + 1]
+                        r, c = r0 + 8 * (e & 1), 16 * s + 8 * (e >> 1) + 2 * t4  # pp_store_p
+                        # pa[s][e] must be the m64k16 A fragment a_e of k16 step s
+                        if (lo, hi) != (p[r][c], p[r][c + 1]):
+                            return "wg %d P fragment %d.%d of lane %d" % (x, s, e, lane)
+                        if x == 0 and s1[e & 1] != f[r]:
+                            return "wg 0 rescales P fragment %d.%d by another row's factor" % (s, e)
+                        off = pst // 2 + toff(r, c, 64)
+                        mem[off], mem[off + 1] = lo, hi
+        dp = pst >> 4
+        for s in range(4):  # dp + 2 k
+            if kmajor(mem, (dp + 2 * s) * 16, 64) != cols(p, 16 * s, 16):
+                return "wg %d's P as wg %d reads it, step %d" % (x, 1 - x, s)
+    lbo = 4096 if bug == "v-lbo" else ATOM
+    for pw in range(2):
+        for x in range(2):  # wg_desc_mn_sw128_lbo(b + 4 x PP_ATOM, PP_ATOM) + k (2048 >> 4)
+            dv = (PLAN_BUF + pw * BUF + 4 * x * ATOM) >> 4
             for s in range(4):
-                for e in range(4):
-                    lo, hi = acc[8 * s + 2 * e], acc[8 * s + 2 * e + 1]
-                    r, c = r0 + 8 * (e & 1), 16 * s + 8 * (e >> 1) + 2 * t4
-                    # pa[s][e] must be the m16n8k16 A fragment a_e of k16 step s
-                    if (lo, hi) != (p[r][c], p[r][c + 1]):
-                        return "P fragment %d.%d of lane %d" % (s, e, lane)
-                    off = pst // 2 + toff(r, c, 64)
-                    mem[off], mem[off + 1] = lo, hi
-    for s in range(4):
-        if kmajor(mem, pst + 32 * s, 64) != cols(p, 16 * s, 16):
-            return "P as the other warpgroup reads it, step %d" % s
-    lbo = 4096 if bug == "v-lbo" else atom
-    for x in range(2):
-        for s in range(4):
-            if mnmajor(mem, bb + pw * buf + 4 * x * atom + 2048 * s, 256, lbo) != \
-                    [row[256 * x:256 * x + 256] for row in k[16 * s:16 * s + 16]]:
-                return "V half %d step %d" % (x, s)
+                if mnmajor(mem, (dv + s * (2048 >> 4)) * 16, 256, lbo) != \
+                        [row[256 * x:256 * x + 256] for row in blk[pw][16 * s:16 * s + 16]]:
+                    return "buffer %d's V half %d (wg %d) step %d" % (pw, x, x, s)
     return None
 
 
@@ -146,5 +196,6 @@ def calibrated():
 if __name__ == "__main__":
     sys.exit(planted.main(sys.argv, __doc__, "the model reads the ws kernel right, the ping-pong indices hold and "
                           "every planted error is caught", "pp_layout", check_pp,
-                          "gather, chain (36 steps), Q register steps, P fragments and store, V halves consistent",
-                          ("gather-unswizzled", "atom-step", "v-lbo"), "index errors", first=calibrated))
+                          "plan, gather (two halves), chain parts 0-3 and 4-8, P fragments, P0 in the rope atom and "
+                          "P1 in PX as read, both buffers' V halves consistent",
+                          ("atom-step", "part-q-base", "v-lbo"), "index errors", first=calibrated))
