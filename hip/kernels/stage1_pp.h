@@ -214,6 +214,22 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             copy(4, 9);
             cp_async_mbar_arrive(full_r(pw));
             slots(j + 2);
+#ifdef MLA_PP_L2_PREFETCH
+            // A/B switch (off by default): block j + 2's lines into L2 now,
+            // so that its copies, issued once block j's halves free, wait
+            // for L2 rather than DRAM: a half has about one PV of lead in
+            // this schedule. Thread gc takes line gc of each of its 8 rows,
+            // and gc 0 the rope line too.
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                if (sl[r] >= 0) {
+                    const unsigned char *row = (const unsigned char *)(p.kv + sl[r] * p.kv_ss);
+                    prefetch_l2(row + 128 * gc);
+                    if (gc == 0)
+                        prefetch_l2(row + 128 * 8);
+                }
+            }
+#endif
         }
         cp_async_wait_all();
         nbar_sync(BAR_END, NT); // the compute warpgroups are done
