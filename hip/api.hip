@@ -194,9 +194,9 @@ static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int n
     return (long long)a->num_kv_indices >= 2048LL * s->num_seqs * num_splits;
 }
 // The ping-pong stage 1 (stage1_pp.h: 64-row blocks, bf16 pools, head_dim
-// 576 as every ws kernel): only when fast_kernel ws-pp asks for it (6-10%
-// slower than auto's kernels at bs 8-64 on the H200; docs/perf-log.md steps
-// 35-36); elsewhere ws-pp runs
+// 576 as every ws kernel): only when fast_kernel ws-pp asks for it (3-8%
+// slower than auto's kernels at bs 8-64 on the H200 in its pair schedule;
+// docs/perf-log.md step 40); elsewhere ws-pp runs
 // plain ws, as ws-pvg does, so that a variant row of the backend table
 // never declines what SPEC section 3 says to accept.
 static bool fast_uses_pp(const mla_gpu_args *a, const mla_gpu_options &o)

@@ -24,7 +24,10 @@ namespace mla_dev {
 // warpgroup 1 runs its own against it, and only these two are in series.
 // Each warpgroup then adds both blocks to its half of O's columns, its own
 // P from registers, the other's from shared memory, and issues its next
-// chain. A buffer frees by halves (V's left half is warpgroup 0's to read,
+// chain. Measured on the H200 (step 40): 3,840 cycles a block at K3 bs 32 /
+// 16k, 1.03x auto's time; the hand-over wait fell from 24% of the samples
+// to 2%, and the compute warps now wait 21% for a half to land. A buffer
+// frees by halves (V's left half is warpgroup 0's to read,
 // the right half warpgroup 1's), so the next block's left half is copied
 // while the right half is still in use. The gather warpgroup (warps 0-1
 // the even blocks, 2-3 the odd ones) issues no wgmma: wgmma.fence waits for
