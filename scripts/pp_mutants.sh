@@ -18,6 +18,6 @@ cases=(k3-4k k3-16k dsv3-16k needle-k3-4k needle-dsv3-16k k3-ramp)
 backend=gpu:pp name=pp_mutant
 . "$(dirname "$0")/mutants_common.sh"
 run 'ws_rescale_o(o, s0[0] * sc[0], s0[1] * sc[1]);' ';'
-run 'pack_bf2(acc[8 * k + 2 * e] * s1[e & 1], acc[8 * k + 2 * e + 1] * s1[e & 1])' 'pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1])'
+run 'pack_p(pa, s1);' 'pack_p(pa, one);'
 run 'const bool has1 = i0 + 1 < nb, next' 'const bool has1 = i0 + 1 < nb - 1, next'
 mutants_done

@@ -316,6 +316,52 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             }
         };
         auto valid_of = [&](int i) { return n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN; };
+        // Block i's softmax against the running max m (l and m updated, sc
+        // the factor for what came before); publish: the new max and the
+        // factor to sM and the warpgroup's factor row sf.
+        auto softmax = [&](int i, float (&m)[2], float (&sc)[2]) {
+            float rs[2];
+            const int valid = valid_of(i);
+            if (valid == PP_BN)
+                pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
+            else
+                pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
+        };
+        auto publish = [&](const float (&m)[2], const float (&sc)[2], float *sf) {
+            __syncwarp(); // the quad's reads of sM come first (no shuffle between them without a block)
+            if (t4 == 0) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    sM[r0 + 8 * h] = m[h];
+                    sf[r0 + 8 * h] = sc[h];
+                }
+            }
+        };
+        // P as the A fragments of four k16 steps, row r0 + 8h scaled by f[h].
+        auto pack_p = [&](uint32_t (&pa)[4][4], const float (&f)[2]) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    pa[k][e] = pack_bf2(acc[8 * k + 2 * e] * f[e & 1], acc[8 * k + 2 * e + 1] * f[e & 1]);
+        };
+        // O[:, 256x half] += P V's half: P from registers (pa) or from a
+        // shared atom (descriptor dp), V's four k16 steps 2 KB apart. One
+        // commit group.
+        auto pv_regs = [&](const uint32_t (&pa)[4][4], uint64_t dv) {
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
+            wg_commit();
+        };
+        auto pv_smem = [&](uint64_t dp, uint64_t dv) {
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
+            wg_commit();
+        };
         // Pair q: blocks 2q (warpgroup 0's, buffer 0) and 2q + 1 (warpgroup
         // 1's, buffer 1; absent when nb is odd and q is the last pair). The
         // two chains of a pair run side by side; only the two softmaxes are
@@ -352,50 +398,25 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                 float m[2];
                 m[0] = q > 0 ? sM[r0] : -INFINITY;
                 m[1] = q > 0 ? sM[r0 + 8] : -INFINITY;
-                float sc[2], rs[2];
-                const int valid = valid_of(i0);
-                if (valid == PP_BN)
-                    pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
-                else
-                    pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
-                __syncwarp(); // the quad's reads of sM come first
-                if (t4 == 0) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        sM[r0 + 8 * h] = m[h];
-                        sSc0[r0 + 8 * h] = sc[h];
-                    }
-                }
+                float sc[2];
+                softmax(i0, m, sc);
+                publish(m, sc, sSc0);
                 mbar_arrive(mb_sc0);
                 ws_rescale_o(o, sc[0], sc[1]);
                 uint32_t pa[4][4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
-                {
-                    // O[:, 0:256] += P(2q) V(2q)'s left half; then that half
-                    // is free.
-                    const uint64_t dv = wg_desc_mn_sw128_lbo(b0, PP_ATOM);
-                    wg_fence();
-#pragma unroll
-                    for (int k = 0; k < 4; ++k)
-                        wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
-                    wg_commit();
-                    wg_wait<0>();
-                    fence_regs(o);
-                    mbar_arrive(empty_l(0));
-                }
+                const float one[2] = {1.f, 1.f};
+                pack_p(pa, one);
+                // O[:, 0:256] += P(2q) V(2q)'s left half; then that half is
+                // free.
+                pv_regs(pa, wg_desc_mn_sw128_lbo(b0, PP_ATOM));
+                wg_wait<0>();
+                fence_regs(o);
+                mbar_arrive(empty_l(0));
                 // Block 2q + 1's factor: P(2q) at the pair's max for the
                 // other warpgroup, and this half of O and l rescaled.
                 mbar_wait(mb_sc1, ph);
                 const float s1[2] = {sSc1[r0], sSc1[r0 + 8]};
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        pa[k][e] = pack_bf2(acc[8 * k + 2 * e] * s1[e & 1], acc[8 * k + 2 * e + 1] * s1[e & 1]);
+                pack_p(pa, s1);
                 pp_store_p(P0st, pa, r0, t4);
                 fence_proxy_async(); // the other warpgroup's wgmma reads P
                 mbar_arrive(mb_p0r);
@@ -408,13 +429,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                     // O[:, 0:256] += P(2q + 1) V(2q + 1)'s left half.
                     mbar_wait(mb_p1r, ph);
                     fence_proxy_async();
-                    const uint64_t dp = wg_desc_sw128(px_s);
-                    const uint64_t dv = wg_desc_mn_sw128_lbo(b1, PP_ATOM);
-                    wg_fence();
-#pragma unroll
-                    for (int k = 0; k < 4; ++k)
-                        wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
-                    wg_commit();
+                    pv_smem(wg_desc_sw128(px_s), wg_desc_mn_sw128_lbo(b1, PP_ATOM));
                     if (next) {
                         // Block 2q + 2's chain behind that PV; buffer 1's
                         // left half frees once the PV is done.
@@ -445,22 +460,10 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                 const float s0[2] = {sSc0[r0], sSc0[r0 + 8]};
                 l[0] *= s0[0];
                 l[1] *= s0[1];
-                float sc[2] = {1.f, 1.f}, rs[2];
-                if (has1) {
-                    const int valid = valid_of(i1);
-                    if (valid == PP_BN)
-                        pp_softmax<true>(acc, valid, p.scale_log2, m, l, sc, rs);
-                    else
-                        pp_softmax<false>(acc, valid, p.scale_log2, m, l, sc, rs);
-                }
-                __syncwarp(); // the quad's reads of sM come first (no shuffle when !has1)
-                if (t4 == 0) {
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        sM[r0 + 8 * h] = m[h];
-                        sSc1[r0 + 8 * h] = sc[h];
-                    }
-                }
+                float sc[2] = {1.f, 1.f};
+                if (has1)
+                    softmax(i1, m, sc);
+                publish(m, sc, sSc1);
                 mbar_arrive(mb_sc1);
                 ws_rescale_o(o, s0[0] * sc[0], s0[1] * sc[1]);
                 // O[:, 256:512] += P(2q) V(2q)'s right half (P at the pair's
@@ -468,31 +471,17 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                 auto pv0 = [&] {
                     mbar_wait(mb_p0r, ph);
                     fence_proxy_async();
-                    const uint64_t dp = wg_desc_sw128(b0 + 8u * PP_ATOM);
-                    const uint64_t dv = wg_desc_mn_sw128_lbo(b0 + 4u * PP_ATOM, PP_ATOM);
-                    wg_fence();
-#pragma unroll
-                    for (int k = 0; k < 4; ++k)
-                        wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
-                    wg_commit();
+                    pv_smem(wg_desc_sw128(b0 + 8u * PP_ATOM), wg_desc_mn_sw128_lbo(b0 + 4u * PP_ATOM, PP_ATOM));
                 };
                 if (has1) {
                     uint32_t pa[4][4];
-#pragma unroll
-                    for (int k = 0; k < 4; ++k)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            pa[k][e] = pack_bf2(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
+                    const float one[2] = {1.f, 1.f};
+                    pack_p(pa, one);
                     pp_store_p(P1st, pa, r0, t4);
                     fence_proxy_async(); // the other warpgroup's wgmma reads P
                     mbar_arrive(mb_p1r);
                     // O[:, 256:512] += P(2q + 1) V(2q + 1)'s right half.
-                    const uint64_t dv = wg_desc_mn_sw128_lbo(b1 + 4u * PP_ATOM, PP_ATOM);
-                    wg_fence();
-#pragma unroll
-                    for (int k = 0; k < 4; ++k)
-                        wgmma_m64n256k16_rs_tb(o, pa[k], dv + (uint64_t)k * (2048 >> 4));
-                    wg_commit();
+                    pv_regs(pa, wg_desc_mn_sw128_lbo(b1 + 4u * PP_ATOM, PP_ATOM));
                     pv0();
                     wg_wait<1>();
                     mbar_arrive(empty_r(1));
