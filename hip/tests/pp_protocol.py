@@ -193,12 +193,16 @@ def run(nb, seed, bug=None):
         p0r.arrive()
         yield
 
+    def join_q(x):
+        # Both compute warpgroups load Q and meet on QREADY.
+        qready.arrive()
+        yield
+        yield from wait(qready, "wg %d" % x, 0)
+
     def wg0():
         g = Groups()
         if nb > 0:
-            qready.arrive()
-            yield
-            yield from wait(qready, "wg 0", 0)
+            yield from join_q(0)
             yield from chain(g, 0, 0, "L")
             yield from chain(g, 0, 0, "R")
             g.wait(0)
@@ -255,9 +259,7 @@ def run(nb, seed, bug=None):
     def wg1():
         g = Groups()
         if nb > 0:
-            qready.arrive()
-            yield
-            yield from wait(qready, "wg 1", 0)
+            yield from join_q(1)
         if nb > 1:
             yield from chain(g, 1, 1, "L")
             yield from chain(g, 1, 1, "R")
