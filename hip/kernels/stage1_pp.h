@@ -81,10 +81,10 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
 // steps an atom): m64n64k16, Q and the block (da, db: the descriptors of
 // atom A0) both in atoms of 64 rows x 128 bytes, so both descriptors take
 // the same steps: 32 bytes inside an atom, 8 KB to the next. Atom 0's first
-// step starts the sum (ZERO: this part's first step does). Fully unrolled, the descriptors advanced by asm adds
+// step starts the sum. Fully unrolled, the descriptors advanced by asm adds
 // (see ws_s_chain: a rolled loop fences the accumulators, base + immediate
 // forms spill). One commit group per call.
-template <int A0, int A1, bool ZERO = A0 == 0>
+template <int A0, int A1>
 __device__ __forceinline__ void pp_s_chain_part(float (&acc)[32], uint64_t da, uint64_t db)
 {
     wg_fence();
@@ -95,23 +95,13 @@ __device__ __forceinline__ void pp_s_chain_part(float (&acc)[32], uint64_t da, u
             asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
             asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
         }
-        if (ZERO && k == 4 * A0)
+        if (k == 0)
             wgmma_m64n64k16<0>(acc, da, db);
         else
             wgmma_m64n64k16<1>(acc, da, db);
     }
     wg_commit();
 }
-
-// A/B switch (off by default): warpgroup 1's chain takes its block's right
-// half first, and the gather copies buffer 1's right half first. That half
-// frees after warpgroup 1's own PV, the left one only after warpgroup 0's
-// PV of the same block, right before the next chain wants it (step 40's
-// profile: 11% of the samples wait there).
-#ifndef MLA_PP_ODD_R_FIRST
-#define MLA_PP_ODD_R_FIRST 0
-#endif
-constexpr bool PP_ODD_R_FIRST = MLA_PP_ODD_R_FIRST != 0;
 
 // A 64 x 64 bf16 P tile (K-major, 128-byte swizzled, one atom) from the
 // packed A fragments w[k][e] of a wgmma m64 layout: e 0 row r0 tokens 16k +
@@ -215,33 +205,17 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                     cp_async16_s(dst + (uint32_t)(r * 1024 + a * PP_ATOM), src + 128 * a, nbytes);
             }
         };
-        // The half that frees first is copied first: buffer 0's left half
-        // (after warpgroup 0's first PV of a pair); with PP_ODD_R_FIRST,
-        // buffer 1's right half (after warpgroup 1's PV of its own block,
-        // before warpgroup 0's PV frees the left half).
-        const bool rfirst = PP_ODD_R_FIRST && pw == 1;
         slots(pw);
         for (int j = pw; j < nb; j += 2) {
             const uint32_t ph = (uint32_t)((j >> 1) - 1) & 1; // block j - 2's release
-            auto left = [&] {
-                if (j >= 2)
-                    mbar_wait(empty_l(pw), ph);
-                copy(0, 4);
-                cp_async_mbar_arrive(full_l(pw));
-            };
-            auto right = [&] {
-                if (j >= 2)
-                    mbar_wait(empty_r(pw), ph);
-                copy(4, 9);
-                cp_async_mbar_arrive(full_r(pw));
-            };
-            if (rfirst) {
-                right();
-                left();
-            } else {
-                left();
-                right();
-            }
+            if (j >= 2)
+                mbar_wait(empty_l(pw), ph);
+            copy(0, 4);
+            cp_async_mbar_arrive(full_l(pw));
+            if (j >= 2)
+                mbar_wait(empty_r(pw), ph);
+            copy(4, 9);
+            cp_async_mbar_arrive(full_r(pw));
             slots(j + 2);
 #ifdef MLA_PP_L2_PREFETCH
             // A/B switch (off by default): block j + 2's lines into L2 now,
@@ -300,20 +274,6 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             mbar_wait(full_r(x), (uint32_t)(i >> 1) & 1);
             fence_proxy_async();
             pp_s_chain_part<4, 9>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM));
-        };
-        // Warpgroup 1's whole chain, in the order its buffer's halves land.
-        auto chain_odd = [&](int i) {
-            if constexpr (PP_ODD_R_FIRST) {
-                mbar_wait(full_r(1), (uint32_t)(i >> 1) & 1);
-                fence_proxy_async();
-                pp_s_chain_part<4, 9, true>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(b1 + 4u * PP_ATOM));
-                mbar_wait(full_l(1), (uint32_t)(i >> 1) & 1);
-                fence_proxy_async();
-                pp_s_chain_part<0, 4, false>(acc, wg_desc_sw128(q_s), wg_desc_sw128(b1));
-            } else {
-                chain_l(i);
-                chain_r(i);
-            }
         };
         auto valid_of = [&](int i) { return n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN; };
         // Block i's softmax against the running max m (l and m updated, sc
@@ -447,7 +407,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             }
         } else {
             if (nb > 1) {
-                chain_odd(1);
+                chain_l(1);
+                chain_r(1);
                 wg_wait<0>();
             }
             for (int q = 0; q < npair; ++q) {
@@ -493,7 +454,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
                 fence_regs(o);
                 mbar_arrive(empty_r(0));
                 if (next) {
-                    chain_odd(i1 + 2);
+                    chain_l(i1 + 2);
+                    chain_r(i1 + 2);
                     wg_wait<0>();
                 }
             }
