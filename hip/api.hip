@@ -114,6 +114,7 @@ extern "C" mla_gpu_options mla_gpu_options_default(void)
     o.fast_rows = 64;
     o.fast_min_split = MLA_GPU_FAST_MIN_SPLIT;
     o.fast_split_rule = MLA_GPU_SPLIT_RULE_ADAPTIVE;
+    o.fast_merge = MLA_GPU_MERGE_AUTO;
     return o;
 }
 
@@ -138,6 +139,10 @@ extern "C" mla_status mla_gpu_options_check(const mla_gpu_options *o, mla_error 
         o->fast_split_rule != MLA_GPU_SPLIT_RULE_FIXED) {
         gpu_error(err, "mla_gpu_options: unknown fast_split_rule %d (adaptive or fixed)",
                   o->fast_split_rule);
+        return MLA_ERR_INVALID;
+    }
+    if (o->fast_merge != MLA_GPU_MERGE_AUTO && o->fast_merge != MLA_GPU_MERGE_STAGE2) {
+        gpu_error(err, "mla_gpu_options: unknown fast_merge %d (auto or stage2)", o->fast_merge);
         return MLA_ERR_INVALID;
     }
     return MLA_OK;
@@ -257,10 +262,21 @@ static const mla_gpu_options &opts_or_default(const mla_gpu_options *opt, mla_gp
     return def;
 }
 
-static size_t partial_bytes(const mla_shape *s, int ns, size_t esize, size_t *lse_offset)
+// The split tiers' workspace: partial outputs, their lse, and (fast tier)
+// the in-kernel merge's arrival counters, one int per (sequence, row block)
+// at counter_offset, sized for the smallest row block (16 rows) so that it
+// is a function of the shape alone.
+static size_t partial_bytes(const mla_shape *s, int ns, size_t esize, size_t *lse_offset,
+                            size_t *counter_offset = NULL)
 {
-    return mla_sp_partial_bytes(s->num_seqs, ns, s->num_heads, s->q_len, s->v_head_dim, esize,
-                                lse_offset);
+    const size_t part = mla_sp_partial_bytes(s->num_seqs, ns, s->num_heads, s->q_len, s->v_head_dim,
+                                             esize, lse_offset);
+    if (part == 0 || esize != 2)
+        return part;
+    if (counter_offset)
+        *counter_offset = part;
+    const size_t blocks = ((size_t)s->num_heads * (size_t)s->q_len + 15) / 16;
+    return part + (((size_t)s->num_seqs * blocks * 4 + 255) & ~(size_t)255);
 }
 
 extern "C" size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
@@ -290,6 +306,19 @@ extern "C" size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
     }
     }
     return 0;
+}
+
+extern "C" mla_status mla_gpu_workspace_init(void *workspace, size_t bytes, void *stream, mla_error *err)
+{
+    if (!workspace || bytes == 0)
+        return MLA_OK;
+    const hipError_t e = hipMemsetAsync(workspace, 0, bytes, (hipStream_t)stream);
+    if (e != hipSuccess) {
+        gpu_error(err, "mla_gpu_workspace_init: hipMemsetAsync of %zu bytes failed: %s", bytes,
+                  hipGetErrorString(e));
+        return MLA_ERR_RUNTIME;
+    }
+    return MLA_OK;
 }
 
 static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options &o)
@@ -375,6 +404,8 @@ struct SplitLaunch {
     bool pvg;        // ... with the PV warpgroups gathering (fast_kernel ws-pvg)
     bool pp;         // ... as the ping-pong kernel (fast_kernel ws-pp)
     bool pair;       // ... as the pair kernel (fast_kernel pair)
+    bool merge_s1;   // the in-kernel merge where it applies (fast_merge auto)
+    int *counter;    // its arrival counters (fast tier)
     void *part_o;    // bf16 (fast) or fp32 (per-head) partial outputs
     float *part_lse; // natural-log partial lse
     hipStream_t stream;
@@ -466,6 +497,10 @@ static hipError_t launch_fast(const SplitLaunch &a)
     dr.on = rows == 64 && a.ws && a.pvg && p1.kv_fmt == KV_BF16 && g.k_scale == 1.f && g.v_scale == 1.f &&
             p1.L <= 8 /* ws_draft_pv_exact: at most 8 drafts */ && p1.Dv == DV_MAX;
     p2.s1_draft = dr.on;
+    // The merge in stage 1 too where the draft block is there: the weights
+    // (rows x splits floats) take the partial's staging in the K/V stages.
+    Stage1Merge mg = {a.counter, g.o, g.o_stride_tok, g.o_stride_head, g.lse, g.lse_stride_tok, 0};
+    mg.on = dr.on && a.merge_s1 && a.info.num_splits <= ws_merge_max_splits(rows);
     if (rows == 16)
         e = launch_stage1_mma<1, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 32)
@@ -473,11 +508,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
     else if (rows == 64)
         e = !a.ws ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
             : a.pp                 ? launch_stage1_pp(p1, grid, a.stream)
-            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, dr, grid, a.stream)
-            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, dr, grid, a.stream)
-                                   : launch_stage1_ws<4, 8, false, false>(p1, dr, grid, a.stream);
+            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, dr, mg, grid, a.stream)
+            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, dr, mg, grid, a.stream)
+                                   : launch_stage1_ws<4, 8, false, false>(p1, dr, mg, grid, a.stream);
     else
-        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, dr, grid, a.stream)
+        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, dr, mg, grid, a.stream)
                  : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
 #elif defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
     (void)rows; // gfx942's plan: 32-row blocks only (split_policy.c)
@@ -490,6 +525,10 @@ static hipError_t launch_fast(const SplitLaunch &a)
 #endif
     if (e != hipSuccess)
         return e;
+#if defined(MLA_TARGET_NVIDIA)
+    if (mg.on)
+        return hipSuccess;
+#endif
     // The fast tier overlaps stage 2's prologue with stage 1 (PDL); the
     // per-head baseline keeps upstream's two plain launches.
     return launch_stage2<bf16_t>(p2, bs, a.stream, true);
@@ -666,7 +705,8 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     const bool fast = r.tier == MLA_GPU_TIER_FAST;
     const size_t esize = fast ? 2 : 4;
     size_t lse_offset = 0;
-    const size_t need = partial_bytes(s, r.num_splits, esize, &lse_offset);
+    size_t counter_offset = 0;
+    const size_t need = partial_bytes(s, r.num_splits, esize, &lse_offset, &counter_offset);
     if (need == 0 || need > workspace_bytes || !workspace || !aligned(workspace, 256)) {
         gpu_error(err, "%s tier: workspace of %zu bytes at %p is too small or misaligned (needs %zu, 256-byte aligned)",
                   mla_gpu_tier_name(r.tier), workspace_bytes, workspace, need);
@@ -682,6 +722,8 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.pair = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR;
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
+    la.merge_s1 = fast && o.fast_merge == MLA_GPU_MERGE_AUTO;
+    la.counter = fast ? (int *)((char *)workspace + counter_offset) : NULL;
     la.stream = (hipStream_t)stream;
     if (fast)
         return launched(launch_fast(la), "fast", err);

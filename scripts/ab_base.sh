@@ -83,7 +83,7 @@ for v in "${!variants[@]}"; do
 done
 if [ $bench_only = 0 ]; then
     # The shipped files on the fixed rows plus every checked backend not among them.
-    fx=(--backend gpu --backend gpu:rows96 --backend gpu:pvg)
+    fx=(--backend gpu --backend gpu:rows96 --backend gpu:pvg --backend gpu:pvg-s2)
     for ((i = 1; i < ${#extra[@]}; i += 2)); do
         [[ " ${fx[*]} " = *" ${extra[i]} "* ]] || fx+=(--backend "${extra[i]}")
     done

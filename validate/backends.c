@@ -221,7 +221,7 @@ static mla_status run_bias_mutant(const mla_backend *b, const mla_fixture *fx, m
 
 /* Variants of the fast tier that stay selectable (docs/gpu-design.md). */
 enum { GPU_VARIANT_DEFAULT = 0, GPU_VARIANT_ROWS96 = 1, GPU_VARIANT_MMA = 2, GPU_VARIANT_PVG = 3, GPU_VARIANT_PP = 4,
-       GPU_VARIANT_PAIR = 5 };
+       GPU_VARIANT_PAIR = 5, GPU_VARIANT_PVG_S2 = 6 };
 
 #ifdef MLA_HAVE_GPU
 static int gpu_available(const mla_backend *b, char *why, size_t n)
@@ -251,6 +251,10 @@ static mla_status run_gpu(const mla_backend *b, const mla_fixture *fx, mla_outpu
         break;
     case GPU_VARIANT_PAIR:
         opt.fast_kernel = MLA_GPU_FAST_KERNEL_PAIR;
+        break;
+    case GPU_VARIANT_PVG_S2:
+        opt.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PVG;
+        opt.fast_merge = MLA_GPU_MERGE_STAGE2;
         break;
     default:
         break;
@@ -399,6 +403,12 @@ static const mla_backend BACKENDS[] = {
      .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
      .in_default_set = 0, .available = gpu_available, .run = run_gpu,
      .arg = GPU_FAST | GPU_VARIANT_PVG << 4},
+    {.name = "gpu:pvg-s2", .kind = MLA_KIND_GPU_FAST,
+     .description = "GPU fast path, variant: ws-pvg with its splits merged by stage 2 instead of "
+                    "in stage 1's last CTA" GPU_NOTE,
+     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
+     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
+     .arg = GPU_FAST | GPU_VARIANT_PVG_S2 << 4},
     {.name = "gpu:pp", .kind = MLA_KIND_GPU_FAST,
      .description = "GPU fast path, variant: ping-pong stage 1, two compute warpgroups on "
                     "64-token blocks (ws-pp)" GPU_NOTE,

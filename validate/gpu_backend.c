@@ -60,7 +60,7 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
 {
     mla_status st = MLA_OK;
     dev_allocs al;
-    unsigned char *host_o = NULL, *host_l = NULL;
+    unsigned char *host_o = NULL, *host_l = NULL, *first_o = NULL, *first_l = NULL;
     char why[256];
     al.n = 0;
 
@@ -126,21 +126,60 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
     a.lse = (float *)((unsigned char *)d_l + MLA_GUARD_BYTES);
 
     const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier, opt);
-    if (ws_b)
+    if (ws_b) {
         CHECK(dmalloc(&al, &d_ws, ws_b));
+        if (mla_gpu_workspace_init(d_ws, ws_b, NULL, err) != MLA_OK) {
+            st = MLA_ERR_RUNTIME;
+            goto done;
+        }
+    }
 
+    /* Two calls on the same workspace, each into freshly poisoned outputs:
+     * the second must repeat the first bit for bit, which it does only if
+     * the first left the workspace ready (the in-kernel merge's arrival
+     * counters back at zero) and nothing depends on timing. */
     mla_error run_err;
-    run_err.msg[0] = 0;
-    mla_status rs = mla_gpu_run(&a, (mla_gpu_tier)tier, opt, d_ws, ws_b, NULL, info, &run_err);
-    CHECK(hipGetLastError());
-    CHECK(hipDeviceSynchronize());
-    CHECK(hipMemcpy(host_o, d_o, o_img, hipMemcpyDeviceToHost));
-    CHECK(hipMemcpy(host_l, d_l, l_img, hipMemcpyDeviceToHost));
+    mla_status rs = MLA_OK;
+    for (int call = 0; call < 2; ++call) {
+        if (call == 1) {
+            if (rs != MLA_OK)
+                break;
+            if (!first_o) {
+                first_o = malloc(o_img);
+                first_l = malloc(l_img);
+                if (!first_o || !first_l) {
+                    mla_error_set(err, "mla_gpu_backend_run: host allocation failed");
+                    st = MLA_ERR_NOMEM;
+                    goto done;
+                }
+            }
+            memcpy(first_o, host_o, o_img);
+            memcpy(first_l, host_l, l_img);
+            mla_guard_fill(host_o, (size_t)(T * H * Dv), 2);
+            mla_guard_fill(host_l, (size_t)(T * H), 4);
+            CHECK(hipMemcpy(d_o, host_o, o_img, hipMemcpyHostToDevice));
+            CHECK(hipMemcpy(d_l, host_l, l_img, hipMemcpyHostToDevice));
+        }
+        run_err.msg[0] = 0;
+        rs = mla_gpu_run(&a, (mla_gpu_tier)tier, opt, d_ws, ws_b, NULL, info, &run_err);
+        CHECK(hipGetLastError());
+        CHECK(hipDeviceSynchronize());
+        CHECK(hipMemcpy(host_o, d_o, o_img, hipMemcpyDeviceToHost));
+        CHECK(hipMemcpy(host_l, d_l, l_img, hipMemcpyDeviceToHost));
 
-    st = mla_guard_check_run(mla_gpu_tier_name((mla_gpu_tier)tier), host_o, (size_t)(T * H * Dv), 2,
-                             host_l, (size_t)(T * H), rs == MLA_ERR_DECLINED, err);
-    if (st != MLA_OK)
-        goto done;
+        st = mla_guard_check_run(mla_gpu_tier_name((mla_gpu_tier)tier), host_o, (size_t)(T * H * Dv), 2,
+                                 host_l, (size_t)(T * H), rs == MLA_ERR_DECLINED, err);
+        if (st != MLA_OK)
+            goto done;
+        if (call == 1 && rs == MLA_OK &&
+            (memcmp(first_o, host_o, o_img) != 0 || memcmp(first_l, host_l, l_img) != 0)) {
+            mla_error_set(err, "%s tier: a second call on the same workspace changed %s",
+                          mla_gpu_tier_name((mla_gpu_tier)tier),
+                          memcmp(first_o, host_o, o_img) != 0 ? "o" : "lse");
+            st = MLA_ERR_RUNTIME;
+            goto done;
+        }
+    }
     if (rs == MLA_ERR_DECLINED) {
         mla_error_set(err, "%s", run_err.msg);
         st = MLA_ERR_DECLINED;
@@ -160,5 +199,7 @@ done:
         (void)hipFree(al.ptrs[i]);
     free(host_o);
     free(host_l);
+    free(first_o);
+    free(first_l);
     return st;
 }

@@ -387,6 +387,7 @@ int main(int argc, char **argv)
                    "                 [--kv-layout pages64|random] [--kv bf16|fp8_e4m3fn|fp8_e4m3fnuz]\n"
                    "                 [--fast-kernel auto|ws|mma|ws-pvg|ws-pp|pair]\n"
                    "                 [--fast-rows 64|96] [--min-split N] [--split-rule adaptive|fixed]\n"
+                   "                 [--merge auto|stage2]\n"
                    "Times the GPU tiers at Kimi-K3 TP8 (H 12, L 8; bs 1/8/32/64; prefix 1k-64k) and\n"
                    "DeepSeek-V3 TP8 (H 16, L 4) shapes: medians of CUDA-graph replays over input sets\n"
                    "rotated past the L2, beside the copy bandwidth and a cuBLAS bf16 GEMM rate measured\n"
@@ -406,6 +407,8 @@ int main(int argc, char **argv)
                    "                    --split-rule fixed unless that is given\n"
                    "  --split-rule R    adaptive (default: longer splits when the merge would be\n"
                    "                    long) or fixed\n"
+                   "  --merge M         where the fast tier merges its splits: auto (default: in\n"
+                   "                    stage 1 where stage 1 takes the draft block) or stage2\n"
                    "Exit 77 when no GPU is present, 2 on a bad argument.\n",
                    MLA_GPU_FAST_MIN_SPLIT);
             return 0;
@@ -459,6 +462,17 @@ int main(int argc, char **argv)
             variant_args += std::string(" --min-split ") + v;
             continue;
         }
+        if (!strcmp(argv[i], "--merge") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "auto"))
+                g_opts.fast_merge = MLA_GPU_MERGE_AUTO;
+            else if (!strcmp(v, "stage2"))
+                g_opts.fast_merge = MLA_GPU_MERGE_STAGE2;
+            else
+                return bad("--merge", v);
+            variant_args += std::string(" --merge ") + v;
+            continue;
+        }
         if (!strcmp(argv[i], "--split-rule") && i + 1 < argc) {
             const char *v = argv[++i];
             g_opts.fast_split_rule = mla_gpu_split_rule_parse(v);
@@ -505,9 +519,10 @@ int main(int argc, char **argv)
     printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     printf("copy bandwidth %.3f TB/s (read + write); %s: %.1f TFLOP/s\n", bw * 1e-12, gemm_note.c_str(),
            rate * 1e-12);
-    printf("kv layout %s; fast kernel %s, rows %d, min split %d, split rule %s\n",
+    printf("kv layout %s; fast kernel %s, rows %d, min split %d, split rule %s, merge %s\n",
            kv_layout_name(g_kv_layout), mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_rows,
-           g_opts.fast_min_split, mla_gpu_split_rule_name(g_opts.fast_split_rule));
+           g_opts.fast_min_split, mla_gpu_split_rule_name(g_opts.fast_split_rule),
+           g_opts.fast_merge == MLA_GPU_MERGE_STAGE2 ? "stage2" : "auto");
 
     std::vector<Case> cases;
     const int bss[] = {1, 8, 32, 64};
@@ -564,6 +579,13 @@ int main(int argc, char **argv)
         const size_t ws_b = mla_gpu_workspace_size(&sets[0].a.shape, MLA_GPU_TIER_AUTO, &g_opts);
         void *ws = nullptr;
         CK(cudaMalloc(&ws, ws_b ? ws_b : 256));
+        {
+            mla_error werr;
+            if (mla_gpu_workspace_init(ws, ws_b, st, &werr) != MLA_OK) {
+                fprintf(stderr, "mla-bench: %s\n", werr.msg);
+                return 1;
+            }
+        }
         const double roof = std::max(kv_bytes / bw_use, flops / rate_use) * 1e6;
         const double spec_roof = std::max(kv_bytes / 4.27e12, flops / 686e12) * 1e6;
         for (auto &t : tiers) {
@@ -624,9 +646,10 @@ int main(int argc, char **argv)
     fprintf(jf, "  \"kv_layout\": \"%s\",\n", kv_layout_name(g_kv_layout));
     fprintf(jf, "  \"kv\": \"%s\",\n", g_kv_dtype == MLA_KV_BF16 ? "bf16"
                                          : g_kv_dtype == MLA_KV_FP8_E4M3FN ? "fp8_e4m3fn" : "fp8_e4m3fnuz");
-    fprintf(jf, "  \"options\": {\"fast_kernel\": \"%s\", \"fast_rows\": %d, \"fast_min_split\": %d, \"fast_split_rule\": \"%s\"},\n",
+    fprintf(jf, "  \"options\": {\"fast_kernel\": \"%s\", \"fast_rows\": %d, \"fast_min_split\": %d, \"fast_split_rule\": \"%s\", \"fast_merge\": \"%s\"},\n",
             mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_rows, g_opts.fast_min_split,
-            mla_gpu_split_rule_name(g_opts.fast_split_rule));
+            mla_gpu_split_rule_name(g_opts.fast_split_rule),
+            g_opts.fast_merge == MLA_GPU_MERGE_STAGE2 ? "stage2" : "auto");
     fprintf(jf, "  \"copy_bw_TBps\": %.4f,\n  \"gemm_TFLOPs\": %.2f,\n  \"gemm_note\": \"%s\",\n",
             bw * 1e-12, rate * 1e-12, gemm_note.c_str());
     fprintf(jf, "  \"records\": [\n");

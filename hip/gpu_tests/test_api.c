@@ -102,6 +102,12 @@ int main(void)
     CHECK(mla_gpu_fast_kernel_parse("ws") == MLA_GPU_FAST_KERNEL_WS, "parse ws");
     CHECK(mla_gpu_fast_kernel_parse("wg") == -1, "wg is gone");
     CHECK(mla_gpu_split_rule_parse("fixed") == MLA_GPU_SPLIT_RULE_FIXED, "parse fixed");
+    bad = o;
+    bad.fast_merge = 2;
+    CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID && strstr(err.msg, "fast_merge"),
+          "merge 2: %s", err.msg);
+    CHECK(mla_gpu_options_default().fast_merge == MLA_GPU_MERGE_AUTO, "merge default");
+    CHECK(mla_gpu_workspace_init(NULL, 0, NULL, &err) == MLA_OK, "init of no workspace");
 
     /* Unknown options are an error, never a silent other kernel. */
     mla_gpu_args a = k3_args(32, 4096);

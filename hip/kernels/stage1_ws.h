@@ -9,7 +9,7 @@
 #include "../device/sync.h"
 #include "../device/mma_sm80.h"
 #include "../device/wgmma_sm90.h"
-#include "stage1_common.h"
+#include "split_merge.h"
 
 #ifndef MLA_HIP_MINIMAL
 #include <math.h>
@@ -327,7 +327,7 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // t + STG - 1 into the stage tile t - 1 left while their PV wgmma of tile t
 // runs, and the producer pipelines S with its softmax and the P stores.
 template <int MT, int NPW, bool F8, bool PVG>
-__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p, Stage1Draft dr)
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p, Stage1Draft dr, Stage1Merge mg)
 {
     constexpr int ROWS = 16 * MT;
     constexpr int NT = (NPW + 4) * 32;
@@ -1121,6 +1121,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     }
     nbar_sync(BAR_END, NT);
     store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);
+    if constexpr (PVG) {
+        // The in-kernel merge (Stage1Merge): the row block's last split CTA
+        // to finish merges it; the partial staging in the K/V stages is
+        // free once every thread has arrived, and holds the weights. The
+        // flag takes Qdesc's first word (the S chains are done).
+        if (mg.on && merge_arrive<NT>(mg.counter + (long long)b * gridDim.y + y, act, (int *)Qdesc, BAR_END))
+            merge_unit<ROWS, NT>(p, mg, b, y, act, (float *)Ks, BAR_END);
+    }
 }
 
 } // namespace mla_dev
