@@ -497,10 +497,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
     dr.on = rows == 64 && a.ws && a.pvg && p1.kv_fmt == KV_BF16 && g.k_scale == 1.f && g.v_scale == 1.f &&
             p1.L <= 8 /* ws_draft_pv_exact: at most 8 drafts */ && p1.Dv == DV_MAX;
     p2.s1_draft = dr.on;
-    // The merge in stage 1 too where the draft block is there: the weights
-    // (rows x splits floats) take the partial's staging in the K/V stages.
+    // The merge in stage 1 too where the draft block is there. Its weights
+    // (rows x splits floats) lie in the K/V stages beside the staged
+    // partial; the split lse come in 16-byte copies of 4 rows (HL % 4).
     Stage1Merge mg = {a.counter, g.o, g.o_stride_tok, g.o_stride_head, g.lse, g.lse_stride_tok, 0};
-    mg.on = dr.on && a.merge_s1 && a.info.num_splits <= ws_merge_max_splits(rows);
+    mg.on = dr.on && a.merge_s1 && a.info.num_splits <= ws_merge_max_splits(rows) && p1.HL % 4 == 0;
     if (rows == 16)
         e = launch_stage1_mma<1, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 32)

@@ -38,43 +38,49 @@ template <typename PT> __device__ __forceinline__ void load8(const void *base, l
     }
 }
 
-// One warp, one row: the normalized weights of its act split lse values
-// (wsp, in place) and of its LD draft scores (sc into wd); returns the
-// row's lse. fmaxf drops NaN, so a NaN split lse (a NaN key in that split)
-// or draft score is flagged apart: every weight and the lse are then NaN,
-// as the reference's (SPEC non-finite policy). No visible key at all: o =
-// 0, lse = -inf, and no 0/0 anywhere.
+// One row's merge weights, by WIDTH threads (a warp, 32, or one thread, 1;
+// lane < WIDTH): the normalized weights of its act split lse values (wsp,
+// wst apart, in place) and of its LD draft scores (sc into wd); returns
+// the row's lse. fmaxf drops NaN, so a NaN split lse (a NaN key in that
+// split) or draft score is flagged apart: every weight and the lse are
+// then NaN, as the reference's (SPEC non-finite policy). No visible key at
+// all: o = 0, lse = -inf, and no 0/0 anywhere.
+template <int WIDTH = 32>
 __device__ __forceinline__ float merge_row_weights(float *wsp, int act, const float *sc, float *wd, int LD,
-                                                   int lane)
+                                                   int lane, int wst = 1)
 {
+    static_assert(WIDTH == 32 || WIDTH == 1, "a warp or one thread");
     float M = -INFINITY, bad = 0.f;
-    for (int s = lane; s < act; s += 32) {
-        const float x = wsp[s];
+    for (int s = lane; s < act; s += WIDTH) {
+        const float x = wsp[s * wst];
         bad = x != x ? 1.f : bad;
         M = fmaxf(M, x);
     }
-    for (int j = lane; j < LD; j += 32) {
+    for (int j = lane; j < LD; j += WIDTH) {
         const float x = sc[j];
         bad = x != x ? 1.f : bad;
         M = fmaxf(M, x);
     }
-    M = warp_max(M);
-    bad = warp_max(bad);
+    if constexpr (WIDTH == 32) {
+        M = warp_max(M);
+        bad = warp_max(bad);
+    }
     float sum = 0.f;
     if (M != -INFINITY) {
-        for (int s = lane; s < act; s += 32)
-            sum += __expf(wsp[s] - M);
-        for (int j = lane; j < LD; j += 32)
+        for (int s = lane; s < act; s += WIDTH)
+            sum += __expf(wsp[s * wst] - M);
+        for (int j = lane; j < LD; j += WIDTH)
             sum += __expf(sc[j] - M);
     }
-    sum = warp_sum(sum);
+    if constexpr (WIDTH == 32)
+        sum = warp_sum(sum);
     if (bad != 0.f)
         sum = NAN;
     const bool any = sum != 0.f;
     const float inv = any ? 1.f / sum : 0.f;
-    for (int s = lane; s < act; s += 32)
-        wsp[s] = any ? __expf(wsp[s] - M) * inv : 0.f;
-    for (int j = lane; j < LD; j += 32)
+    for (int s = lane; s < act; s += WIDTH)
+        wsp[s * wst] = any ? __expf(wsp[s * wst] - M) * inv : 0.f;
+    for (int j = lane; j < LD; j += WIDTH)
         wd[j] = any ? __expf(sc[j] - M) * inv : 0.f;
     return any ? M + __logf(sum) : -INFINITY;
 }
@@ -111,54 +117,94 @@ __device__ __forceinline__ bool merge_arrive(int *counter, int act, int *flag, i
 }
 
 // The last CTA's merge of row block y of sequence b: the act split partials
-// of its ROWS rows into o and lse, by NT threads, in the arithmetic of
-// stage 2 without a draft block (the CTAs fold it into the last split):
-// weights per row (one warp a row, W: ROWS x act floats of shared memory),
-// then each 16-byte chunk of o as the weighted sum over the splits in
-// order.
+// of its ROWS rows into o and lse, by NT threads, with stage 2's weights
+// (merge_row_weights, one thread a row here) and sums, no draft block (the
+// CTAs fold it into the last split). It runs in the kernel's tail, so it is
+// written for latency: a first form with a dependent round trip per row and
+// per output chunk added 16-22 us to every call (docs/perf-log.md step 41).
+// Here every split lse lands at once (cp.async into W, ROWS x act floats of
+// shared memory), then each thread sums MI chunks of o at a time with the
+// loads of four splits issued before their sums. The CTA's own split
+// (s_own) comes from its staged partial in shared memory (Os, pitch osp,
+// still intact), not from L2: a sequence with one split reads nothing back.
 template <int ROWS, int NT>
-__device__ __forceinline__ void merge_unit(const Stage1Params &p, const Stage1Merge &m, int b, int y, int act,
-                                           float *W, int bar)
+__device__ __forceinline__ void merge_unit(const Stage1Params &p, const Stage1Merge &m, int b, int y, int s_own,
+                                           int act, const bf16_t *Os, int osp, float *W, int bar)
 {
+    constexpr int CPR = DV_MAX / 8;                   // 16-byte chunks a row (Dv == DV_MAX here)
+    constexpr int MI = 4;                             // chunks a thread in flight
+    constexpr int NI = (ROWS * CPR + NT - 1) / NT;    // chunks a thread
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int q0 = p.qo_indptr[b];
     const long long part_row0 = (long long)b * p.num_splits * p.HL;
-    const long long sstride = (long long)p.HL * p.Dv;
-    for (int k = warp; k < ROWS; k += NT / 32) {
+    // Every split lse at once, by cp.async (16 bytes: 4 rows of a split;
+    // HL % 4 == 0 and contiguous rows, Stage1Merge): no registers held, so
+    // nothing for ptxas to spill in the tile loops (loading them into
+    // registers, in any of four forms, spilled 24-28 bytes there). W is
+    // split-major, W[s * ROWS + k].
+    for (int idx = tid; idx < ROWS / 4 * act; idx += NT) {
+        const int s = idx / (ROWS / 4), k = 4 * (idx - s * (ROWS / 4));
+        const int r = y * ROWS + k;
+        cp_async16(W + s * ROWS + k, p.part_lse + part_row0 + (long long)s * p.HL + (r < p.HL ? r : 0),
+                   r < p.HL ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    nbar_sync(bar, NT);
+    // One thread a row (the splits are few): no shuffles.
+    if (tid < ROWS) {
         bool ok;
-        const int r = row_of(p, ROWS, y, k, ok);
-        if (!ok)
-            continue;
-        float *w = W + k * act;
-        for (int s = lane; s < act; s += 32)
-            w[s] = __ldcg(p.part_lse + part_row0 + (long long)s * p.HL + r);
-        __syncwarp();
-        const float lse = merge_row_weights(w, act, nullptr, nullptr, 0, lane);
-        if (lane == 0 && m.lse)
+        const int r = row_of(p, ROWS, y, tid, ok);
+        const float lse = merge_row_weights<1>(W + tid, act, nullptr, nullptr, 0, 0, ROWS);
+        if (ok && m.lse)
             m.lse[(long long)(q0 + r / p.H) * m.lse_st + r % p.H] = lse;
     }
     nbar_sync(bar, NT);
-    const int cpr = p.Dv >> 3;
-    for (int idx = tid; idx < ROWS * cpr; idx += NT) {
-        const int k = idx / cpr, c = (idx - k * cpr) * 8;
-        bool ok;
-        const int r = row_of(p, ROWS, y, k, ok);
-        if (!ok)
-            continue;
-        const uint4 *src = (const uint4 *)((const bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c);
-        const float *w = W + k * act;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll 4
-        for (int s = 0; s < act; ++s) {
-            float o[8];
-            unpack8(__ldcg(src + s * (sstride >> 3)), o);
+    const long long sstride = (long long)p.HL * DV_MAX / 8; // uint4 between splits
+#pragma unroll 1
+    for (int j0 = 0; j0 < NI; j0 += MI) {
+        int kk[MI], cc[MI], rr[MI];
+        bool ok[MI];
+        float acc[MI][8];
+#pragma unroll
+        for (int g = 0; g < MI; ++g) {
+            const int idx = tid + (j0 + g) * NT;
+            kk[g] = idx / CPR;
+            cc[g] = (idx - kk[g] * CPR) * 8;
+            ok[g] = false;
+            rr[g] = idx < ROWS * CPR ? row_of(p, ROWS, y, kk[g], ok[g]) : 0;
 #pragma unroll
             for (int e = 0; e < 8; ++e)
-                acc[e] += w[s] * o[e];
+                acc[g][e] = 0.f;
         }
-        *(uint4 *)(m.o + (long long)(q0 + r / p.H) * m.o_st + (long long)(r % p.H) * m.o_sh + c) =
-            make_uint4(pack_bf2(acc[0], acc[1]), pack_bf2(acc[2], acc[3]), pack_bf2(acc[4], acc[5]),
-                       pack_bf2(acc[6], acc[7]));
+        // Unrolled so that the next splits' loads issue before these sums.
+#pragma unroll 4
+        for (int s = 0; s < act; ++s) {
+            uint4 v[MI];
+#pragma unroll
+            for (int g = 0; g < MI; ++g)
+                if (ok[g])
+                    v[g] = s == s_own ? *(const uint4 *)(Os + kk[g] * osp + cc[g])
+                                      : __ldcg((const uint4 *)((const bf16_t *)p.part_o + (part_row0 + rr[g]) * DV_MAX +
+                                                               cc[g]) +
+                                               s * sstride);
+#pragma unroll
+            for (int g = 0; g < MI; ++g)
+                if (ok[g]) {
+                    float o[8];
+                    unpack8(v[g], o);
+                    const float w = W[s * ROWS + kk[g]];
+#pragma unroll
+                    for (int e = 0; e < 8; ++e)
+                        acc[g][e] += w * o[e];
+                }
+        }
+#pragma unroll
+        for (int g = 0; g < MI; ++g)
+            if (ok[g])
+                *(uint4 *)(m.o + (long long)(q0 + rr[g] / p.H) * m.o_st + (long long)(rr[g] % p.H) * m.o_sh + cc[g]) =
+                    make_uint4(pack_bf2(acc[g][0], acc[g][1]), pack_bf2(acc[g][2], acc[g][3]),
+                               pack_bf2(acc[g][4], acc[g][5]), pack_bf2(acc[g][6], acc[g][7]));
     }
 }
 #endif

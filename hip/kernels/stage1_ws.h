@@ -899,7 +899,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // stages, free once every thread passed the first BAR_END) so
     // that it leaves in coalesced 16-byte rows instead of 2- or 4-byte
     // scattered stores. Pitch + 8: conflict-light fills.
-    constexpr int OSP = DV_MAX + 8;
+    constexpr int OSP = WS_OSP;
     static_assert(ROWS * OSP <= STG * TN * D_MAX, "partial staging fits the K/V stages");
     bf16_t *Os = Ks;
     if (producer) {
@@ -1123,11 +1123,11 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);
     if constexpr (PVG) {
         // The in-kernel merge (Stage1Merge): the row block's last split CTA
-        // to finish merges it; the partial staging in the K/V stages is
-        // free once every thread has arrived, and holds the weights. The
+        // to finish merges it, its own split from the staged partial, the
+        // weights after it in the K/V stages (ws_merge_max_splits). The
         // flag takes Qdesc's first word (the S chains are done).
         if (mg.on && merge_arrive<NT>(mg.counter + (long long)b * gridDim.y + y, act, (int *)Qdesc, BAR_END))
-            merge_unit<ROWS, NT>(p, mg, b, y, act, (float *)Ks, BAR_END);
+            merge_unit<ROWS, NT>(p, mg, b, y, s, act, Os, OSP, (float *)(Os + ROWS * OSP), BAR_END);
     }
 }
 
