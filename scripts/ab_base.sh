@@ -19,11 +19,14 @@
 # changing what is timed. --self-base times this build at --fast-kernel
 # auto as the base instead of building .tools/base-src: exact when the
 # change only adds a kernel that auto does not pick, and it saves a build.
-# --no-sanitize skips the three compute-sanitizer runs.
+# --no-sanitize skips the three compute-sanitizer runs. --also ARGS times
+# the change's own build once more with the extra mla-bench arguments ARGS
+# (e.g. "--merge stage2"; repeatable: also1, also2, ...).
 #   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K]
 #       [--variant-kernel K] [--check-backend B] [--bench-only] [--self-base] [--no-sanitize]
-help_end=24
-ncu_too=0 variants=() bench_only=0 kernel=auto vkernel="" self_base=0 sanitize=1
+#       [--also ARGS]
+help_end=27
+ncu_too=0 variants=() alsos=() bench_only=0 kernel=auto vkernel="" self_base=0 sanitize=1
 args=() checks=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -34,6 +37,10 @@ while [ $# -gt 0 ]; do
         --variant)
             [ $# -ge 2 ] || { echo "ab_base.sh: --variant needs FLAGS (see --help)" >&2; exit 2; }
             variants+=("$2")
+            shift ;;
+        --also)
+            [ $# -ge 2 ] || { echo "ab_base.sh: --also needs mla-bench arguments (see --help)" >&2; exit 2; }
+            alsos+=("$2")
             shift ;;
         --kernel|--variant-kernel)
             [ $# -ge 2 ] || { echo "ab_base.sh: $1 needs a name (see --help)" >&2; exit 2; }
@@ -81,6 +88,10 @@ for v in "${!variants[@]}"; do
     echo "$vn: ${variants[$v]}"
     kinds="$kinds $vn"
 done
+for a in "${!alsos[@]}"; do
+    echo "also$((a + 1)): this build with ${alsos[$a]}"
+    kinds="$kinds also$((a + 1))"
+done
 if [ $bench_only = 0 ]; then
     # The shipped files on the fixed rows plus every checked backend not among them.
     fx=(--backend gpu --backend gpu:rows96 --backend gpu:pvg --backend gpu:pvg-s2)
@@ -104,7 +115,8 @@ for r in $(seq 1 "$rounds"); do
         for k in $kinds; do
             bin=$nb; [ $k = base ] && bin=$bb; [[ $k = variant* ]] && bin=build-$k/hip/mla-bench
             fk=auto; [ $k = base ] || fk=$kernel; [[ $k = variant* ]] && fk=${vkernel:-$kernel}
-            $bin --backends fast --no-ceilings --kv-layout $lay --fast-kernel $fk --cases "$k3:$ds" \
+            more=(); [[ $k = also* ]] && read -r -a more <<< "${alsos[$((${k#also} - 1))]}"
+            $bin --backends fast --no-ceilings --kv-layout $lay --fast-kernel $fk --cases "$k3:$ds" "${more[@]}" \
                 --out "$OUT/b_${k}_${lay}_r$r" > "$OUT/b_${k}_${lay}_r$r.log" 2>&1
             grep -E "^fast" "$OUT/b_${k}_${lay}_r$r.log" | sed "s/^/$k $lay r$r /"
         done

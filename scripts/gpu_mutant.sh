@@ -3,8 +3,8 @@
 # directory, apply one literal substitution to one file there, build the
 # 'cuda' preset's mla-validate, and run it on the named catalogue cases with
 # the named backend (under compute-sanitizer TOOL with --sanitize TOOL).
-# Exit 0 only when the substitution applied and the run FAILED (a FAIL
-# verdict, or sanitizer errors: a caught mutant); 1 when the mutant passed;
+# Exit 0 only when the substitution applied and the run FAILED (a FAIL or
+# ERROR verdict, or sanitizer errors: a caught mutant); 1 when the mutant passed;
 # 2 on a usage, copy or build error. Runs on the device machine, from the
 # repo root.
 #   OUT=DIR bash scripts/gpu_mutant.sh [--sanitize TOOL] FILE FROM TO BACKEND CASE...
@@ -48,8 +48,8 @@ EOF
     { echo "gpu_mutant: build failed (log $log)" >&2; tail -20 "$log" >&2; exit 2; }
 "${san[@]}" "$scratch/build-cuda/validate/mla-validate" --catalogue --backend "$backend" "$@" >> "$log" 2>&1
 rc=$?
-grep -E '^(PASS|FAIL)|non-finite|mla-validate:|SUMMARY|Invalid' "$log" | tail -12
-if [ $rc -ne 0 ] && grep -qE '^FAIL|(ERROR|RACECHECK) SUMMARY: [1-9]' "$log"; then
+grep -E '^(PASS|FAIL|ERROR)|non-finite|mla-validate:|SUMMARY|Invalid' "$log" | tail -12
+if [ $rc -ne 0 ] && grep -qE '^(FAIL|ERROR) |(ERROR|RACECHECK) SUMMARY: [1-9]' "$log"; then
     echo "gpu_mutant: caught ($file: '$from' -> '$to'; $backend on $*)"
     exit 0
 fi

@@ -116,54 +116,59 @@ __device__ __forceinline__ bool merge_arrive(int *counter, int act, int *flag, i
     return last;
 }
 
-// The last CTA's merge of row block y of sequence b: the act split partials
-// of its ROWS rows into o and lse, by NT threads, with stage 2's weights
-// (merge_row_weights, one thread a row here) and sums, no draft block (the
-// CTAs fold it into the last split). It runs in the kernel's tail, so it is
-// written for latency: a first form with a dependent round trip per row and
-// per output chunk added 16-22 us to every call (docs/perf-log.md step 41).
-// Here every split lse lands at once (cp.async into W, ROWS x act floats of
-// shared memory), then each thread sums MI chunks of o at a time with the
-// loads of four splits issued before their sums. The CTA's own split
-// (s_own) comes from its staged partial in shared memory (Os, pitch osp,
-// still intact), not from L2: a sequence with one split reads nothing back.
+// The in-kernel merge at the end of a split CTA of ws-pvg (stage1_ws.h):
+// arrive, and in the row block's last CTA merge the act split partials of
+// its ROWS rows (y * ROWS + k, contiguous, the fast tier's row_mode 0) into
+// o and lse, by NT threads, with stage 2's weights (merge_row_weights, one
+// thread a row here) and sums, no draft block (the CTAs fold it into the
+// last split).
+//
+// Not inlined: inlined, even the arrival alone reshaped ptxas's allocation
+// of the kernel's tile loops, and the calls ran 4-8% slower at K3 with one
+// split (nothing to merge; docs/perf-log.md step 41). The arguments are
+// scalars: a struct reference put the kernel parameters on the stack.
+//
+// Written for latency (the kernel's tail): a first form with a dependent
+// round trip per row and per output chunk cost 16-22 us a call. Here every
+// split lse lands at once (cp.async into W, ROWS x act floats of shared
+// memory, split-major), then each thread sums MI chunks of o at a time with
+// the loads of four splits issued before their sums. The CTA's own split
+// (s_own) comes from its staged partial in shared memory (Os, pitch WS_OSP),
+// not from L2: a sequence with one split reads nothing back.
 template <int ROWS, int NT>
-__device__ __forceinline__ void merge_unit(const Stage1Params &p, const Stage1Merge &m, int b, int y, int s_own,
-                                           int act, const bf16_t *Os, int osp, float *W, int bar)
+__device__ __noinline__ void merge_tail(const bf16_t *part_o, const float *part_lse, const int32_t *qo_indptr,
+                                        int H, int HL, int num_splits, int *counter, bf16_t *o, long long o_st,
+                                        long long o_sh, float *lse_out, long long lse_st, int b, int y,
+                                        int s_own, int act, const bf16_t *Os, float *W, int *flag, int bar)
 {
-    constexpr int CPR = DV_MAX / 8;                   // 16-byte chunks a row (Dv == DV_MAX here)
-    constexpr int MI = 4;                             // chunks a thread in flight
-    constexpr int NI = (ROWS * CPR + NT - 1) / NT;    // chunks a thread
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int q0 = p.qo_indptr[b];
-    const long long part_row0 = (long long)b * p.num_splits * p.HL;
-    // Every split lse at once, by cp.async (16 bytes: 4 rows of a split;
-    // HL % 4 == 0 and contiguous rows, Stage1Merge): no registers held, so
-    // nothing for ptxas to spill in the tile loops (loading them into
-    // registers, in any of four forms, spilled 24-28 bytes there). W is
-    // split-major, W[s * ROWS + k].
+    if (!merge_arrive<NT>(counter, act, flag, bar))
+        return;
+    constexpr int CPR = DV_MAX / 8;                // 16-byte chunks a row (Dv == DV_MAX here)
+    constexpr int MI = 4;                          // chunks a thread in flight
+    constexpr int NI = (ROWS * CPR + NT - 1) / NT; // chunks a thread
+    const int tid = threadIdx.x;
+    const int q0 = qo_indptr[b];
+    const long long part_row0 = (long long)b * num_splits * HL;
+    // cp.async of 16 bytes: 4 rows of a split (HL % 4 == 0, Stage1Merge).
     for (int idx = tid; idx < ROWS / 4 * act; idx += NT) {
         const int s = idx / (ROWS / 4), k = 4 * (idx - s * (ROWS / 4));
         const int r = y * ROWS + k;
-        cp_async16(W + s * ROWS + k, p.part_lse + part_row0 + (long long)s * p.HL + (r < p.HL ? r : 0),
-                   r < p.HL ? 16 : 0);
+        cp_async16(W + s * ROWS + k, part_lse + part_row0 + (long long)s * HL + (r < HL ? r : 0), r < HL ? 16 : 0);
     }
     cp_async_commit();
     cp_async_wait_all();
     nbar_sync(bar, NT);
-    // One thread a row (the splits are few): no shuffles.
-    if (tid < ROWS) {
-        bool ok;
-        const int r = row_of(p, ROWS, y, tid, ok);
+    if (tid < ROWS) { // one thread a row (the splits are few): no shuffles
+        const int r = y * ROWS + tid;
         const float lse = merge_row_weights<1>(W + tid, act, nullptr, nullptr, 0, 0, ROWS);
-        if (ok && m.lse)
-            m.lse[(long long)(q0 + r / p.H) * m.lse_st + r % p.H] = lse;
+        if (r < HL && lse_out)
+            lse_out[(long long)(q0 + r / H) * lse_st + r % H] = lse;
     }
     nbar_sync(bar, NT);
-    const long long sstride = (long long)p.HL * DV_MAX / 8; // uint4 between splits
+    const long long sstride = (long long)HL * DV_MAX / 8; // uint4 between splits
 #pragma unroll 1
     for (int j0 = 0; j0 < NI; j0 += MI) {
-        int kk[MI], cc[MI], rr[MI];
+        int kk[MI], cc[MI];
         bool ok[MI];
         float acc[MI][8];
 #pragma unroll
@@ -171,8 +176,7 @@ __device__ __forceinline__ void merge_unit(const Stage1Params &p, const Stage1Me
             const int idx = tid + (j0 + g) * NT;
             kk[g] = idx / CPR;
             cc[g] = (idx - kk[g] * CPR) * 8;
-            ok[g] = false;
-            rr[g] = idx < ROWS * CPR ? row_of(p, ROWS, y, kk[g], ok[g]) : 0;
+            ok[g] = idx < ROWS * CPR && y * ROWS + kk[g] < HL;
 #pragma unroll
             for (int e = 0; e < 8; ++e)
                 acc[g][e] = 0.f;
@@ -184,27 +188,29 @@ __device__ __forceinline__ void merge_unit(const Stage1Params &p, const Stage1Me
 #pragma unroll
             for (int g = 0; g < MI; ++g)
                 if (ok[g])
-                    v[g] = s == s_own ? *(const uint4 *)(Os + kk[g] * osp + cc[g])
-                                      : __ldcg((const uint4 *)((const bf16_t *)p.part_o + (part_row0 + rr[g]) * DV_MAX +
+                    v[g] = s == s_own ? *(const uint4 *)(Os + kk[g] * WS_OSP + cc[g])
+                                      : __ldcg((const uint4 *)(part_o + (part_row0 + y * ROWS + kk[g]) * DV_MAX +
                                                                cc[g]) +
                                                s * sstride);
 #pragma unroll
             for (int g = 0; g < MI; ++g)
                 if (ok[g]) {
-                    float o[8];
-                    unpack8(v[g], o);
+                    float f[8];
+                    unpack8(v[g], f);
                     const float w = W[s * ROWS + kk[g]];
 #pragma unroll
                     for (int e = 0; e < 8; ++e)
-                        acc[g][e] += w * o[e];
+                        acc[g][e] += w * f[e];
                 }
         }
 #pragma unroll
         for (int g = 0; g < MI; ++g)
-            if (ok[g])
-                *(uint4 *)(m.o + (long long)(q0 + rr[g] / p.H) * m.o_st + (long long)(rr[g] % p.H) * m.o_sh + cc[g]) =
+            if (ok[g]) {
+                const int r = y * ROWS + kk[g];
+                *(uint4 *)(o + (long long)(q0 + r / H) * o_st + (long long)(r % H) * o_sh + cc[g]) =
                     make_uint4(pack_bf2(acc[g][0], acc[g][1]), pack_bf2(acc[g][2], acc[g][3]),
                                pack_bf2(acc[g][4], acc[g][5]), pack_bf2(acc[g][6], acc[g][7]));
+            }
     }
 }
 #endif

@@ -1122,12 +1122,14 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     nbar_sync(BAR_END, NT);
     store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);
     if constexpr (PVG) {
-        // The in-kernel merge (Stage1Merge): the row block's last split CTA
-        // to finish merges it, its own split from the staged partial, the
-        // weights after it in the K/V stages (ws_merge_max_splits). The
-        // flag takes Qdesc's first word (the S chains are done).
-        if (mg.on && merge_arrive<NT>(mg.counter + (long long)b * gridDim.y + y, act, (int *)Qdesc, BAR_END))
-            merge_unit<ROWS, NT>(p, mg, b, y, s, act, Os, OSP, (float *)(Os + ROWS * OSP), BAR_END);
+        // The in-kernel merge (Stage1Merge, split_merge.h): its own split
+        // from the staged partial, the weights after it in the K/V stages
+        // (ws_merge_max_splits), the flag in Qdesc's first word (the S
+        // chains are done).
+        if (mg.on)
+            merge_tail<ROWS, NT>((const bf16_t *)p.part_o, p.part_lse, p.qo_indptr, p.H, p.HL, p.num_splits,
+                                 mg.counter + (long long)b * gridDim.y + y, mg.o, mg.o_st, mg.o_sh, mg.lse,
+                                 mg.lse_st, b, y, s, act, Os, (float *)(Os + ROWS * OSP), (int *)Qdesc, BAR_END);
     }
 }
 
