@@ -262,21 +262,10 @@ static const mla_gpu_options &opts_or_default(const mla_gpu_options *opt, mla_gp
     return def;
 }
 
-// The split tiers' workspace: partial outputs, their lse, and (fast tier)
-// the in-kernel merge's arrival counters, one int per (sequence, row block)
-// at counter_offset, sized for the smallest row block (16 rows) so that it
-// is a function of the shape alone.
-static size_t partial_bytes(const mla_shape *s, int ns, size_t esize, size_t *lse_offset,
-                            size_t *counter_offset = NULL)
+static size_t partial_bytes(const mla_shape *s, int ns, size_t esize, size_t *lse_offset)
 {
-    const size_t part = mla_sp_partial_bytes(s->num_seqs, ns, s->num_heads, s->q_len, s->v_head_dim,
-                                             esize, lse_offset);
-    if (part == 0 || esize != 2)
-        return part;
-    if (counter_offset)
-        *counter_offset = part;
-    const size_t blocks = ((size_t)s->num_heads * (size_t)s->q_len + 15) / 16;
-    return part + (((size_t)s->num_seqs * blocks * 4 + 255) & ~(size_t)255);
+    return mla_sp_partial_bytes(s->num_seqs, ns, s->num_heads, s->q_len, s->v_head_dim, esize,
+                                lse_offset);
 }
 
 extern "C" size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
@@ -306,19 +295,6 @@ extern "C" size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
     }
     }
     return 0;
-}
-
-extern "C" mla_status mla_gpu_workspace_init(void *workspace, size_t bytes, void *stream, mla_error *err)
-{
-    if (!workspace || bytes == 0)
-        return MLA_OK;
-    const hipError_t e = hipMemsetAsync(workspace, 0, bytes, (hipStream_t)stream);
-    if (e != hipSuccess) {
-        gpu_error(err, "mla_gpu_workspace_init: hipMemsetAsync of %zu bytes failed: %s", bytes,
-                  hipGetErrorString(e));
-        return MLA_ERR_RUNTIME;
-    }
-    return MLA_OK;
 }
 
 static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options &o)
@@ -404,8 +380,7 @@ struct SplitLaunch {
     bool pvg;        // ... with the PV warpgroups gathering (fast_kernel ws-pvg)
     bool pp;         // ... as the ping-pong kernel (fast_kernel ws-pp)
     bool pair;       // ... as the pair kernel (fast_kernel pair)
-    bool merge_s1;   // the in-kernel merge where it applies (fast_merge auto)
-    int *counter;    // its arrival counters (fast tier)
+    bool direct;     // stage 1 may write o and lse itself (fast_merge auto)
     void *part_o;    // bf16 (fast) or fp32 (per-head) partial outputs
     float *part_lse; // natural-log partial lse
     hipStream_t stream;
@@ -497,11 +472,20 @@ static hipError_t launch_fast(const SplitLaunch &a)
     dr.on = rows == 64 && a.ws && a.pvg && p1.kv_fmt == KV_BF16 && g.k_scale == 1.f && g.v_scale == 1.f &&
             p1.L <= 8 /* ws_draft_pv_exact: at most 8 drafts */ && p1.Dv == DV_MAX;
     p2.s1_draft = dr.on;
-    // The merge in stage 1 too where the draft block is there. Its weights
-    // (rows x splits floats) lie in the K/V stages beside the staged
-    // partial; the split lse come in 16-byte copies of 4 rows (HL % 4).
-    Stage1Merge mg = {a.counter, g.o, g.o_stride_tok, g.o_stride_head, g.lse, g.lse_stride_tok, 0};
-    mg.on = dr.on && a.merge_s1 && a.info.num_splits <= ws_merge_max_splits(rows) && p1.HL % 4 == 0;
+    // One split for every sequence (the plan's count, a function of the
+    // shape) and the draft block in stage 1: stage 2 would copy each
+    // partial into o bit for bit (one weight of exactly 1; 0 and -inf, or
+    // NaN, carried as they are), so stage 1 writes its partial and lse
+    // straight into o and lse and no stage 2 runs. Its partial layout [b][s
+    // = 0][r = i H + h][Dv] is o's when o and lse are dense and q_len
+    // declares every sequence's rows (qo_indptr[b] = b L).
+    const bool direct = dr.on && a.direct && a.info.num_splits == 1 && g.o_stride_head == p1.Dv &&
+                        g.o_stride_tok == (int64_t)p1.HL * p1.Dv && (!g.lse || g.lse_stride_tok == p1.H);
+    if (direct) {
+        p1.part_o = g.o;
+        if (g.lse)
+            p1.part_lse = g.lse;
+    }
     if (rows == 16)
         e = launch_stage1_mma<1, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 32)
@@ -509,11 +493,11 @@ static hipError_t launch_fast(const SplitLaunch &a)
     else if (rows == 64)
         e = !a.ws ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
             : a.pp                 ? launch_stage1_pp(p1, grid, a.stream)
-            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, dr, mg, grid, a.stream)
-            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, dr, mg, grid, a.stream)
-                                   : launch_stage1_ws<4, 8, false, false>(p1, dr, mg, grid, a.stream);
+            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, dr, grid, a.stream)
+            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, dr, grid, a.stream)
+                                   : launch_stage1_ws<4, 8, false, false>(p1, dr, grid, a.stream);
     else
-        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, dr, mg, grid, a.stream)
+        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, dr, grid, a.stream)
                  : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
 #elif defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
     (void)rows; // gfx942's plan: 32-row blocks only (split_policy.c)
@@ -527,7 +511,7 @@ static hipError_t launch_fast(const SplitLaunch &a)
     if (e != hipSuccess)
         return e;
 #if defined(MLA_TARGET_NVIDIA)
-    if (mg.on)
+    if (direct)
         return hipSuccess;
 #endif
     // The fast tier overlaps stage 2's prologue with stage 1 (PDL); the
@@ -706,8 +690,7 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     const bool fast = r.tier == MLA_GPU_TIER_FAST;
     const size_t esize = fast ? 2 : 4;
     size_t lse_offset = 0;
-    size_t counter_offset = 0;
-    const size_t need = partial_bytes(s, r.num_splits, esize, &lse_offset, &counter_offset);
+    const size_t need = partial_bytes(s, r.num_splits, esize, &lse_offset);
     if (need == 0 || need > workspace_bytes || !workspace || !aligned(workspace, 256)) {
         gpu_error(err, "%s tier: workspace of %zu bytes at %p is too small or misaligned (needs %zu, 256-byte aligned)",
                   mla_gpu_tier_name(r.tier), workspace_bytes, workspace, need);
@@ -723,8 +706,7 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     la.pair = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR;
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
-    la.merge_s1 = fast && o.fast_merge == MLA_GPU_MERGE_AUTO;
-    la.counter = fast ? (int *)((char *)workspace + counter_offset) : NULL;
+    la.direct = fast && o.fast_merge == MLA_GPU_MERGE_AUTO;
     la.stream = (hipStream_t)stream;
     if (fast)
         return launched(launch_fast(la), "fast", err);

@@ -165,16 +165,6 @@ constexpr Stage1Smem stage1_ws_smem_plan(int rows, bool f8 = false)
     m.bytes = 1024 + m.qdesc + 16;
     return m;
 }
-// Pitch (elements) of the bf16 partial staged in the K/V stages at the
-// end of stage1_ws_kernel: + 8 for conflict-light fills.
-constexpr int WS_OSP = DV_MAX + 8;
-// The in-kernel merge's weights (split_merge.h: rows x splits fp32) lie in
-// the K/V stages after the staged partial (which the merge reads): at most
-// this many splits.
-constexpr int ws_merge_max_splits(int rows)
-{
-    return (ws_stages(rows, false) * TN * D_MAX * 2 - rows * WS_OSP * 2) / (rows * 4);
-}
 static_assert(stage1_ws_smem_plan(64).bytes <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem_plan(96).bytes <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-specialized stage 1 exceeds 227 KB");

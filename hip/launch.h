@@ -23,8 +23,7 @@ hipError_t launch_stage1_mma(const Stage1Params &p, dim3 grid, hipStream_t st);
 
 #if defined(MLA_TARGET_NVIDIA)
 template <int MT, int NPW, bool F8, bool PVG>
-hipError_t launch_stage1_ws(const Stage1Params &p, const Stage1Draft &dr, const Stage1Merge &mg, dim3 grid,
-                            hipStream_t st);
+hipError_t launch_stage1_ws(const Stage1Params &p, const Stage1Draft &dr, dim3 grid, hipStream_t st);
 hipError_t launch_stage1_pp(const Stage1Params &p, dim3 grid, hipStream_t st);
 // grid.x: two CTAs (one cluster) per split; NR 96 or 64.
 template <int NR> hipError_t launch_stage1_pair(const Stage1Params &p, dim3 grid, hipStream_t st);

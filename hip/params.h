@@ -50,20 +50,6 @@ struct Stage1Draft {
     int on;
 };
 
-// The in-kernel merge of ws-pvg's stage 1 (kernels/split_merge.h), a third
-// kernel argument for the same reason as Stage1Draft. on: the last split CTA
-// of each (sequence, row block) to finish merges the row block's partials
-// into o and lse, and no stage 2 runs (only with Stage1Draft on: nothing is
-// left for stage 2 but the merge).
-struct Stage1Merge {
-    int *counter; // [bs][row blocks] arrivals, zero between calls
-    bf16_t *o;
-    long long o_st, o_sh;
-    float *lse;
-    long long lse_st;
-    int on;
-};
-
 struct Stage2Params {
     const bf16_t *q;
     long long q_st, q_sh;

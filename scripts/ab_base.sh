@@ -101,7 +101,7 @@ if [ $bench_only = 0 ]; then
     pilot_validate fixtures "${fx[@]}" fixtures/data
     pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96 "${extra[@]}"
     pilot_validate large --catalogue --backend gpu "${extra[@]}" k3-splits-wide k3-4k k3-16k dsv3-16k \
-        k3-bs64-4k needle-k3-4k needle-dsv3-16k
+        k3-bs64-4k k3-bs40-one-split needle-k3-4k needle-dsv3-16k
     [ $sanitize = 0 ] || pilot_sanitize --catalogue --backend gpu --backend gpu:rows96 "${extra[@]}" k3-edges dsv3-edges k3-splits k3-nan-draft k3-dv256 \
         ragged
     echo "checks done $(( $(date +%s) - t0 )) s"

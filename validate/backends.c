@@ -404,8 +404,8 @@ static const mla_backend BACKENDS[] = {
      .in_default_set = 0, .available = gpu_available, .run = run_gpu,
      .arg = GPU_FAST | GPU_VARIANT_PVG << 4},
     {.name = "gpu:pvg-s2", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: ws-pvg with its splits merged by stage 2 instead of "
-                    "in stage 1's last CTA" GPU_NOTE,
+     .description = "GPU fast path, variant: ws-pvg with the merge kernel always (stage 1 never "
+                    "writes o itself)" GPU_NOTE,
      .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
      .in_default_set = 0, .available = gpu_available, .run = run_gpu,
      .arg = GPU_FAST | GPU_VARIANT_PVG_S2 << 4},

@@ -123,13 +123,6 @@ static inline const char *hipGetErrorString(hipError_t e)
 {
     return e == hipSuccess ? "no error" : e == hipErrorLaunchFailure ? g_last_msg : "no device (wave64 emulator)";
 }
-// mla_gpu_workspace_init's zeroing (the emulated tiers keep no counters
-// there, but the host code is the library's own).
-static inline hipError_t hipMemsetAsync(void *p, int v, size_t n, hipStream_t)
-{
-    memset(p, v, n);
-    return hipSuccess;
-}
 static inline hipError_t hipGetDeviceCount(int *n)
 {
     *n = 0;

@@ -407,8 +407,8 @@ int main(int argc, char **argv)
                    "                    --split-rule fixed unless that is given\n"
                    "  --split-rule R    adaptive (default: longer splits when the merge would be\n"
                    "                    long) or fixed\n"
-                   "  --merge M         where the fast tier merges its splits: auto (default: in\n"
-                   "                    stage 1 where stage 1 takes the draft block) or stage2\n"
+                   "  --merge M         auto (default: no merge kernel when stage 1 can write o\n"
+                   "                    itself: one split, draft block in stage 1) or stage2\n"
                    "Exit 77 when no GPU is present, 2 on a bad argument.\n",
                    MLA_GPU_FAST_MIN_SPLIT);
             return 0;
@@ -579,13 +579,6 @@ int main(int argc, char **argv)
         const size_t ws_b = mla_gpu_workspace_size(&sets[0].a.shape, MLA_GPU_TIER_AUTO, &g_opts);
         void *ws = nullptr;
         CK(cudaMalloc(&ws, ws_b ? ws_b : 256));
-        {
-            mla_error werr;
-            if (mla_gpu_workspace_init(ws, ws_b, st, &werr) != MLA_OK) {
-                fprintf(stderr, "mla-bench: %s\n", werr.msg);
-                return 1;
-            }
-        }
         const double roof = std::max(kv_bytes / bw_use, flops / rate_use) * 1e6;
         const double spec_roof = std::max(kv_bytes / 4.27e12, flops / 686e12) * 1e6;
         for (auto &t : tiers) {

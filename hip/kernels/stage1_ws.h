@@ -9,7 +9,7 @@
 #include "../device/sync.h"
 #include "../device/mma_sm80.h"
 #include "../device/wgmma_sm90.h"
-#include "split_merge.h"
+#include "stage1_common.h"
 
 #ifndef MLA_HIP_MINIMAL
 #include <math.h>
@@ -327,7 +327,7 @@ __device__ __forceinline__ void ws_s_chain_rq(float (&acc)[16], const uint32_t (
 // t + STG - 1 into the stage tile t - 1 left while their PV wgmma of tile t
 // runs, and the producer pipelines S with its softmax and the P stores.
 template <int MT, int NPW, bool F8, bool PVG>
-__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p, Stage1Draft dr, Stage1Merge mg)
+__global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Params p, Stage1Draft dr)
 {
     constexpr int ROWS = 16 * MT;
     constexpr int NT = (NPW + 4) * 32;
@@ -899,7 +899,7 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     // stages, free once every thread passed the first BAR_END) so
     // that it leaves in coalesced 16-byte rows instead of 2- or 4-byte
     // scattered stores. Pitch + 8: conflict-light fills.
-    constexpr int OSP = WS_OSP;
+    constexpr int OSP = DV_MAX + 8;
     static_assert(ROWS * OSP <= STG * TN * D_MAX, "partial staging fits the K/V stages");
     bf16_t *Os = Ks;
     if (producer) {
@@ -1121,16 +1121,6 @@ __global__ void __launch_bounds__((NPW + 4) * 32, 1) stage1_ws_kernel(Stage1Para
     }
     nbar_sync(BAR_END, NT);
     store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);
-    if constexpr (PVG) {
-        // The in-kernel merge (Stage1Merge, split_merge.h): its own split
-        // from the staged partial, the weights after it in the K/V stages
-        // (ws_merge_max_splits), the flag in Qdesc's first word (the S
-        // chains are done).
-        if (mg.on)
-            merge_tail<ROWS, NT>((const bf16_t *)p.part_o, p.part_lse, p.qo_indptr, p.H, p.HL, p.num_splits,
-                                 mg.counter + (long long)b * gridDim.y + y, mg.o, mg.o_st, mg.o_sh, mg.lse,
-                                 mg.lse_st, b, y, s, act, Os, (float *)(Os + ROWS * OSP), (int *)Qdesc, BAR_END);
-    }
 }
 
 } // namespace mla_dev

@@ -4,7 +4,9 @@
 #ifndef MLA_KERNELS_STAGE2_MERGE_H
 #define MLA_KERNELS_STAGE2_MERGE_H
 
-#include "split_merge.h"
+#include "../device/bf16.h"
+#include "../device/sync.h"
+#include "stage1_common.h"
 
 #ifndef MLA_HIP_MINIMAL
 #include <math.h>
@@ -21,6 +23,28 @@ namespace mla_dev {
 // ---------------------------------------------------------------------------
 // Columns per block (cw): a multiple of 64 dividing Dv (split_policy.c);
 // the shared-memory plan is stage2_smem (config.h).
+
+// Eight bf16 values (one 16-byte chunk) as fp32.
+__device__ __forceinline__ void unpack8(const uint4 v, float *o)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        o[2 * k] = bf2_lo(w[k]);
+        o[2 * k + 1] = bf2_hi(w[k]);
+    }
+}
+template <typename PT> __device__ __forceinline__ void load8(const void *base, long long idx, float *o)
+{
+    if (sizeof(PT) == 2) {
+        unpack8(*(const uint4 *)((const bf16_t *)base + idx), o);
+    } else {
+        const float *f = (const float *)base + idx;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            o[k] = f[k];
+    }
+}
 
 template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kernel(Stage2Params p)
 {
@@ -133,9 +157,42 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
 
     // Phase 2: one warp per row: max, denominator, normalized weights.
     for (int i = warp; i < L; i += S2_THREADS / 32) {
-        const float lse = merge_row_weights(wsp + i * NS, act, sc + i * L, wd + i * L, LD, lane);
+        // fmaxf drops NaN, so a NaN split lse (a NaN key in that split) or
+        // draft score is flagged apart: the row is then NaN, lse included,
+        // as the reference's (SPEC non-finite policy).
+        float M = -INFINITY, bad = 0.f;
+        for (int s = lane; s < act; s += 32) {
+            const float x = wsp[i * NS + s];
+            bad = x != x ? 1.f : bad;
+            M = fmaxf(M, x);
+        }
+        for (int j = lane; j < LD; j += 32) {
+            const float x = sc[i * L + j];
+            bad = x != x ? 1.f : bad;
+            M = fmaxf(M, x);
+        }
+        M = warp_max(M);
+        bad = warp_max(bad);
+        float sum = 0.f;
+        if (M != -INFINITY) {
+            for (int s = lane; s < act; s += 32)
+                sum += __expf(wsp[i * NS + s] - M);
+            for (int j = lane; j < LD; j += 32)
+                sum += __expf(sc[i * L + j] - M);
+        }
+        sum = warp_sum(sum);
+        if (bad != 0.f)
+            sum = NAN;
+        // No visible key at all: o = 0, lse = -inf, and no 0/0 anywhere.
+        // NaN: every weight and the lse NaN.
+        const bool any = sum != 0.f;
+        const float inv = any ? 1.f / sum : 0.f;
+        for (int s = lane; s < act; s += 32)
+            wsp[i * NS + s] = any ? __expf(wsp[i * NS + s] - M) * inv : 0.f;
+        for (int j = lane; j < LD; j += 32)
+            wd[i * L + j] = any ? __expf(sc[i * L + j] - M) * inv : 0.f;
         if (chunk == 0 && lane == 0 && p.lse)
-            p.lse[(long long)(q0 + i) * p.lse_st + h] = lse;
+            p.lse[(long long)(q0 + i) * p.lse_st + h] = any ? M + __logf(sum) : -INFINITY;
     }
     __syncthreads();
 

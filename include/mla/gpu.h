@@ -64,12 +64,12 @@ typedef enum {
     MLA_GPU_SPLIT_RULE_FIXED = 1     /* exactly fast_min_split */
 } mla_gpu_split_rule;
 
-/* Where the fast tier merges its prefix splits. */
+/* Whether the fast tier may skip its merge kernel. */
 typedef enum {
-    MLA_GPU_MERGE_AUTO = 0,  /* in stage 1 wherever stage 1 also takes the draft block (ws-pvg,
-                                bf16 pools): the last split CTA of each row block to finish
-                                merges it (docs/perf-log.md step 41); a second kernel elsewhere */
-    MLA_GPU_MERGE_STAGE2 = 1 /* always the second kernel (stage 2) */
+    MLA_GPU_MERGE_AUTO = 0,  /* stage 1 writes o and lse itself when every sequence has one split
+                                and stage 1 takes the draft block (ws-pvg, bf16 pools, dense o
+                                and lse); stage 2 merges otherwise (docs/perf-log.md step 41) */
+    MLA_GPU_MERGE_STAGE2 = 1 /* always the merge kernel (stage 2) */
 } mla_gpu_merge;
 
 /* Variant choices of the GPU tiers. Every call that depends on them takes
@@ -136,14 +136,6 @@ typedef struct {
  * the tier needs none, declines the shape, or opt is invalid. */
 size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier, const mla_gpu_options *opt);
 
-/* Makes `bytes` of workspace ready for its first mla_gpu_run (zeroes it,
- * stream-ordered on `stream`, NULL = default): the fast tier keeps arrival
- * counters there that must read zero when a call starts, and each call
- * leaves them zero. Call it once after allocating a workspace, and again
- * after anything else wrote into it. MLA_OK, or MLA_ERR_RUNTIME naming the
- * failed runtime call. */
-mla_status mla_gpu_workspace_init(void *workspace, size_t bytes, void *stream, mla_error *err);
-
 /* NULL when `tier` (FAST or PERHEAD) runs these arguments under `opt`,
  * otherwise the reason it declines. GENERIC and AUTO never decline (NULL). */
 const char *mla_gpu_declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options *opt);
@@ -172,7 +164,7 @@ mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_
  * MLA_ERR_DECLINED (reason in err, nothing written), MLA_ERR_INVALID (bad
  * arguments or options, or too small a workspace) or MLA_ERR_RUNTIME (a
  * launch failed). *info (may be NULL) receives what ran. The workspace must
- * be 256-byte aligned and ready (mla_gpu_workspace_init). */
+ * be 256-byte aligned. */
 mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options *opt,
                        void *workspace, size_t workspace_bytes, void *stream,
                        mla_gpu_run_info *info, mla_error *err);
