@@ -476,11 +476,12 @@ static hipError_t launch_fast(const SplitLaunch &a)
     // shape) and the draft block in stage 1: stage 2 would copy each
     // partial into o bit for bit (one weight of exactly 1; 0 and -inf, or
     // NaN, carried as they are), so stage 1 writes its partial and lse
-    // straight into o and lse and no stage 2 runs. Its partial layout [b][s
-    // = 0][r = i H + h][Dv] is o's when o and lse are dense and q_len
-    // declares every sequence's rows (qo_indptr[b] = b L).
+    // straight into o and lse and no stage 2 runs. Its partial row b H L +
+    // i H + h (split 0 of [b][s][r = i H + h]) is o's row (q0 + i) H + h
+    // when o and lse are dense ([tokens][H][Dv], [tokens][H]) and q_len
+    // declares every sequence's rows (q0 = qo_indptr[b] = b L).
     const bool direct = dr.on && a.direct && a.info.num_splits == 1 && g.o_stride_head == p1.Dv &&
-                        g.o_stride_tok == (int64_t)p1.HL * p1.Dv && (!g.lse || g.lse_stride_tok == p1.H);
+                        g.o_stride_tok == (int64_t)p1.H * p1.Dv && (!g.lse || g.lse_stride_tok == p1.H);
     if (direct) {
         p1.part_o = g.o;
         if (g.lse)
