@@ -348,6 +348,13 @@ static mla_status run_emu(const mla_backend *b, const mla_fixture *fx, mla_outpu
      .path = PATH, .expect = EXPECT, .out_bf16 = 1, .in_default_set = 0,                          \
      .available = emu_available, .run = run_emu, .arg = (TIER) | (ARCH), .fault_is_fail = 1}
 
+/* A kept variant of the fast tier (arg = tier | variant << 4). */
+#define GPU_VARIANT_ROW(NAME, DESC, VARIANT)                                                       \
+    {.name = NAME, .kind = MLA_KIND_GPU_FAST, .description = "GPU fast path, variant: " DESC GPU_NOTE, \
+     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,          \
+     .in_default_set = 0, .available = gpu_available, .run = run_gpu,                             \
+     .arg = GPU_FAST | (VARIANT) << 4}
+
 #define MODEL_MUT(NAME, MUT)                                                                       \
     {.name = "model:" NAME, .kind = MLA_KIND_MUTANT,                                               \
      .description = "CPU model with a planted bug (mutation test)",                               \
@@ -388,39 +395,17 @@ static const mla_backend BACKENDS[] = {
      .description = "GPU generic fallback: every SPEC section 2 feature, fp32 math" GPU_NOTE,
      .path = MLA_PATH_FP32, .expect = MLA_EXPECT_ACCEPT_ALL, .out_bf16 = 1,
      .in_default_set = 1, .available = gpu_available, .run = run_gpu, .arg = GPU_GENERIC},
-    {.name = "gpu:rows96", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: all 96 K3 rows in one stage-1 CTA" GPU_NOTE,
-     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
-     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
-     .arg = GPU_FAST | GPU_VARIANT_ROWS96 << 4},
-    {.name = "gpu:mma", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: single-role mma.sync stage 1 (the AMD structure)" GPU_NOTE,
-     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
-     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
-     .arg = GPU_FAST | GPU_VARIANT_MMA << 4},
-    {.name = "gpu:pvg", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: the softmax in the PV warpgroups (ws-pvg)" GPU_NOTE,
-     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
-     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
-     .arg = GPU_FAST | GPU_VARIANT_PVG << 4},
-    {.name = "gpu:pvg-s2", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: ws-pvg with the merge kernel always (stage 1 never "
-                    "writes o itself)" GPU_NOTE,
-     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
-     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
-     .arg = GPU_FAST | GPU_VARIANT_PVG_S2 << 4},
-    {.name = "gpu:pp", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: ping-pong stage 1, two compute warpgroups on "
-                    "64-token blocks (ws-pp)" GPU_NOTE,
-     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
-     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
-     .arg = GPU_FAST | GPU_VARIANT_PP << 4},
-    {.name = "gpu:pair", .kind = MLA_KIND_GPU_FAST,
-     .description = "GPU fast path, variant: pair stage 1, all rows unpadded in one pass, "
-                    "the head dimension split over a two-CTA cluster (pair)" GPU_NOTE,
-     .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
-     .in_default_set = 0, .available = gpu_available, .run = run_gpu,
-     .arg = GPU_FAST | GPU_VARIANT_PAIR << 4},
+    GPU_VARIANT_ROW("gpu:rows96", "all 96 K3 rows in one stage-1 CTA", GPU_VARIANT_ROWS96),
+    GPU_VARIANT_ROW("gpu:mma", "single-role mma.sync stage 1 (the AMD structure)", GPU_VARIANT_MMA),
+    GPU_VARIANT_ROW("gpu:pvg", "the softmax in the PV warpgroups (ws-pvg)", GPU_VARIANT_PVG),
+    GPU_VARIANT_ROW("gpu:pvg-s2", "ws-pvg with the merge kernel always (stage 1 never writes o itself)",
+                    GPU_VARIANT_PVG_S2),
+    GPU_VARIANT_ROW("gpu:pp", "ping-pong stage 1, two compute warpgroups on 64-token blocks (ws-pp)",
+                    GPU_VARIANT_PP),
+    GPU_VARIANT_ROW("gpu:pair",
+                    "pair stage 1, all rows unpadded in one pass, the head dimension split over a "
+                    "two-CTA cluster (pair)",
+                    GPU_VARIANT_PAIR),
     EMU_ROW("amd-gfx942-emu", "gfx942", GPU_FAST_TIER, 0, MLA_PATH_BF16_P_PARTIALS,
             MLA_EXPECT_SPEC_DECLINES, "fast path (32-row MFMA blocks, Q in registers)"),
     EMU_ROW("amd-gfx950-emu", "gfx950", GPU_FAST_TIER, EMU_GFX950, MLA_PATH_BF16_P_PARTIALS,
