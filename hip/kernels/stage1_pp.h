@@ -5,6 +5,8 @@
 #define MLA_KERNELS_STAGE1_PP_H
 
 #include "stage1_ws.h"
+#include "../device/cluster_sm90.h"
+#include "../device/tma_sm90.h"
 
 #if defined(MLA_TARGET_NVIDIA)
 
@@ -117,7 +119,29 @@ __device__ __forceinline__ void pp_store_p(bf16_t *dst, const uint32_t (&w)[4][4
         }
 }
 
-__global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
+// Whether block j of a split (tokens first + 64 j ..) is whole and its 64
+// slots run contiguously from s0, a row a box copy can name: then it lands
+// as nine box copies (tma_sm90.h) instead of the per-line gather. Each lane
+// reads two of the slots, so the two warps of a parity decide alike
+// without a word between them (a barrier of the 64 gather threads would be
+// a subset barrier, config.h). Partial blocks keep the gather: their
+// masked tokens must be zeros, and a box copies whole rows.
+__device__ __forceinline__ bool pp_block_run(const Stage1Params &p, int first, int j, int nb, int n, int &s0)
+{
+    static_assert(PP_BN == TMA_BOX_ROWS, "one box copy per atom of a block");
+    if (j >= nb || (j + 1) * PP_BN > n)
+        return false;
+    const int lane = threadIdx.x & 31;
+    const int64_t *ix = p.kv_indices + first + j * PP_BN;
+    const int64_t a = ix[lane], b = ix[32 + lane];
+    const int64_t base = __shfl_sync(0xffffffffu, a, 0);
+    const bool ok = base >= 0 && base <= (int64_t)INT32_MAX - (PP_BN - 1) && a == base + lane && b == base + 32 + lane;
+    s0 = (int)base;
+    return __all_sync(0xffffffffu, ok);
+}
+
+// tm: the pool as a tensor for the box copies (tm.on 0: the gather alone).
+__global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const __grid_constant__ PoolTmaMap tm)
 {
     constexpr int ROWS = 64, NT = 384;
     constexpr Stage1PpSmem SM = stage1_pp_smem_plan();
@@ -167,6 +191,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         mbar_init(mb_sc1, 128);
         mbar_init(mb_p0r, 128);
         mbar_init(mb_p1r, 128);
+        fence_mbar_init();
     }
     __syncthreads();
     // Warp-uniform for the compiler as well (a broadcast): wgmma inside a
@@ -186,12 +211,32 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
         // block: destination rows tk + 8 r share tk's swizzle. The copies
         // arrive on FULL by themselves (cp.async.mbarrier.arrive), so the
         // right half's copies issue while the left half's fly. The next
-        // block's slots are looked up while this one's copies fly.
+        // block's slots are looked up while this one's copies fly. A block
+        // whose slots run contiguously (pp_block_run) lands as box copies
+        // issued by thread 0 of the parity, which raises FULL's byte count;
+        // the other 63 arrive plainly, so FULL counts 64 arrivals either way.
         regs_dec<40>();
         const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
         const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
         int64_t sl[8];
-        auto slots = [&](int j) { block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl); };
+        int s0 = 0;
+        bool run = false;
+        auto slots = [&](int j) {
+            block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl);
+            run = tm.on && pp_block_run(p, kv0 + beg, j, nb, n, s0);
+        };
+        const uint32_t atom0 = buf_s + (uint32_t)(pw * PP_BUF);
+        auto boxes = [&](uint32_t bar, int a0, int a1) {
+            if (lt == 0) {
+                mbar_arrive_expect_tx(bar, (uint32_t)((a1 - a0) * PP_ATOM));
+                for (int a = a0; a < a1; ++a)
+                    tma_load_2d(atom0 + (uint32_t)(a * PP_ATOM), tm.map, TMA_BOX_COLS * a, s0, bar);
+            } else {
+                mbar_arrive(bar);
+            }
+        };
+        if (tm.on && lt == 0)
+            tma_prefetch_map(tm.map);
         auto copy = [&](int a0, int a1) {
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
@@ -210,12 +255,20 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p)
             const uint32_t ph = (uint32_t)((j >> 1) - 1) & 1; // block j - 2's release
             if (j >= 2)
                 mbar_wait(empty_l(pw), ph);
-            copy(0, 4);
-            cp_async_mbar_arrive(full_l(pw));
+            if (run) {
+                boxes(full_l(pw), 0, 4);
+            } else {
+                copy(0, 4);
+                cp_async_mbar_arrive(full_l(pw));
+            }
             if (j >= 2)
                 mbar_wait(empty_r(pw), ph);
-            copy(4, 9);
-            cp_async_mbar_arrive(full_r(pw));
+            if (run) {
+                boxes(full_r(pw), 4, 9);
+            } else {
+                copy(4, 9);
+                cp_async_mbar_arrive(full_r(pw));
+            }
             slots(j + 2);
 #ifdef MLA_PP_L2_PREFETCH
             // A/B switch (off by default): block j + 2's lines into L2 now,
