@@ -140,6 +140,9 @@ __device__ __forceinline__ bool pp_block_run(const Stage1Params &p, int first, i
     return __all_sync(0xffffffffu, ok);
 }
 
+#ifndef MLA_PP_TMA_PF
+#define MLA_PP_TMA_PF 0
+#endif
 // tm: the pool as a tensor for the box copies (tm.on 0: the gather alone).
 __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const __grid_constant__ PoolTmaMap tm)
 {
@@ -270,6 +273,19 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 cp_async_mbar_arrive(full_r(pw));
             }
             slots(j + 2);
+#if MLA_PP_TMA_PF > 0
+            // A/B switch: block j + 2 MLA_PP_TMA_PF (of this parity) into L2
+            // now, when its slots run contiguously: its box copies, issued
+            // once block j's halves free, then wait for L2, not DRAM.
+            {
+                int sp = s0;
+                const bool rp = MLA_PP_TMA_PF == 1 ? run
+                                                   : tm.on && pp_block_run(p, kv0 + beg, j + 2 * MLA_PP_TMA_PF, nb, n, sp);
+                if (rp && lt == 0)
+                    for (int a = 0; a < 9; ++a)
+                        tma_prefetch_l2_2d(tm.map, TMA_BOX_COLS * a, sp);
+            }
+#endif
 #ifdef MLA_PP_L2_PREFETCH
             // A/B switch (off by default): block j + 2's lines into L2 now,
             // so that its copies, issued once block j's halves free, wait
