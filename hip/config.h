@@ -187,9 +187,12 @@ struct Stage1PpSmem {
     int buf;   // two K/V blocks, PP_BUF bytes each
     int px;    // the odd block's P, one atom
     int pub;   // fp32 [5][64]: running max, the two factors, the two row sums
-    int mbar;  // 13 mbarriers, 8 bytes each
+    int mbar;  // PP_NMBAR mbarriers, 8 bytes each
     int bytes; // dynamic shared memory to request (1024 bytes of alignment slack)
 };
+// FULL_L/R[2] EMPTY_L/R[2] Q SC0 SC1 P0R P1R, and one per atom of each
+// buffer (ATOM[2][9]: the box copies' bytes).
+constexpr int PP_NMBAR = 13 + 2 * 9;
 constexpr Stage1PpSmem stage1_pp_smem_plan()
 {
     Stage1PpSmem m{};
@@ -198,7 +201,7 @@ constexpr Stage1PpSmem stage1_pp_smem_plan()
     m.px = m.buf + 2 * PP_BUF;
     m.pub = m.px + PP_ATOM;
     m.mbar = m.pub + 5 * 64 * 4;
-    m.bytes = 1024 + m.mbar + 13 * 8;
+    m.bytes = 1024 + m.mbar + PP_NMBAR * 8;
     return m;
 }
 static_assert(stage1_pp_smem_plan().bytes <= 232448, "ping-pong stage 1 exceeds 227 KB");

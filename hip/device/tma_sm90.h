@@ -44,18 +44,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map, int c
     (void)dst, (void)map, (void)col, (void)row, (void)bar;
 #endif
 }
-// Box (col, row) of the tensor `map` into L2 only: nothing lands in shared
-// memory and nothing completes; a later box copy of it waits for L2, not
-// DRAM.
-__device__ __forceinline__ void tma_prefetch_l2_2d(const void *map, int col, int row)
-{
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(map), "r"(col), "r"(row)
-                 : "memory");
-#else
-    (void)map, (void)col, (void)row;
-#endif
-}
 // The descriptor into the cache before the first copy needs it.
 __device__ __forceinline__ void tma_prefetch_map(const void *map)
 {

@@ -105,6 +105,29 @@ __device__ __forceinline__ void pp_s_chain_part(float (&acc)[32], uint64_t da, u
     wg_commit();
 }
 
+// The same for one atom A, after its bytes landed on mbarrier bar (phase
+// parity ph): a box-copied block feeds the chain atom by atom, as each box
+// lands (FlashMLA's per-tile barriers), rather than after a whole half.
+// One commit group per atom.
+template <int A>
+__device__ __forceinline__ void pp_s_chain_atom(float (&acc)[32], uint64_t da, uint64_t db, uint32_t bar, uint32_t ph)
+{
+    mbar_wait(bar, ph);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if (k > 0) {
+            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"((uint64_t)2));
+            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"((uint64_t)2));
+        }
+        if (A == 0 && k == 0)
+            wgmma_m64n64k16<0>(acc, da, db);
+        else
+            wgmma_m64n64k16<1>(acc, da, db);
+    }
+    wg_commit();
+}
+
 // A 64 x 64 bf16 P tile (K-major, 128-byte swizzled, one atom) from the
 // packed A fragments w[k][e] of a wgmma m64 layout: e 0 row r0 tokens 16k +
 // 2t4 (+1), 1 row r0 + 8, 2 and 3 the same rows at 16k + 8 + 2t4.
@@ -140,9 +163,6 @@ __device__ __forceinline__ bool pp_block_run(const Stage1Params &p, int first, i
     return __all_sync(0xffffffffu, ok);
 }
 
-#ifndef MLA_PP_TMA_PF
-#define MLA_PP_TMA_PF 0
-#endif
 // tm: the pool as a tensor for the box copies (tm.on 0: the gather alone).
 __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const __grid_constant__ PoolTmaMap tm)
 {
@@ -172,6 +192,10 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
     auto empty_l = [&](int b) { return mb + 32u + 8u * b; };
     auto empty_r = [&](int b) { return mb + 48u + 8u * b; };
     const uint32_t mb_q = mb + 64, mb_sc0 = mb + 72, mb_sc1 = mb + 80, mb_p0r = mb + 88, mb_p1r = mb + 96;
+    // ATOM[b][a] (1 + the box bytes): atom a of buffer b landed, for a
+    // box-copied block; a gathered block's arrive at once (FULL carries
+    // its bytes), so the consumer waits on both in either case.
+    auto atom_mb = [&](int b, int a) { return mb + 104u + 8u * (uint32_t)(9 * b + a); };
 
     pdl_launch_dependents();
     const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
@@ -194,6 +218,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         mbar_init(mb_sc1, 128);
         mbar_init(mb_p0r, 128);
         mbar_init(mb_p1r, 128);
+        for (int i = 0; i < 18; ++i)
+            mbar_init(mb + 104u + 8u * i, 1);
         fence_mbar_init();
     }
     __syncthreads();
@@ -229,14 +255,20 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
             run = tm.on && pp_block_run(p, kv0 + beg, j, nb, n, s0);
         };
         const uint32_t atom0 = buf_s + (uint32_t)(pw * PP_BUF);
+        // A box-copied half: its 64 FULL arrivals at once, its bytes on
+        // the atoms' barriers. A gathered half: the atoms' arrivals at once.
         auto boxes = [&](uint32_t bar, int a0, int a1) {
-            if (lt == 0) {
-                mbar_arrive_expect_tx(bar, (uint32_t)((a1 - a0) * PP_ATOM));
+            mbar_arrive(bar);
+            if (lt == 0)
+                for (int a = a0; a < a1; ++a) {
+                    mbar_arrive_expect_tx(atom_mb(pw, a), (uint32_t)PP_ATOM);
+                    tma_load_2d(atom0 + (uint32_t)(a * PP_ATOM), tm.map, TMA_BOX_COLS * a, s0, atom_mb(pw, a));
+                }
+        };
+        auto atoms_now = [&](int a0, int a1) {
+            if (lt == 0)
                 for (int a = a0; a < a1; ++a)
-                    tma_load_2d(atom0 + (uint32_t)(a * PP_ATOM), tm.map, TMA_BOX_COLS * a, s0, bar);
-            } else {
-                mbar_arrive(bar);
-            }
+                    mbar_arrive(atom_mb(pw, a));
         };
         if (tm.on && lt == 0)
             tma_prefetch_map(tm.map);
@@ -263,6 +295,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
             } else {
                 copy(0, 4);
                 cp_async_mbar_arrive(full_l(pw));
+                atoms_now(0, 4);
             }
             if (j >= 2)
                 mbar_wait(empty_r(pw), ph);
@@ -271,21 +304,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
             } else {
                 copy(4, 9);
                 cp_async_mbar_arrive(full_r(pw));
+                atoms_now(4, 9);
             }
             slots(j + 2);
-#if MLA_PP_TMA_PF > 0
-            // A/B switch: block j + 2 MLA_PP_TMA_PF (of this parity) into L2
-            // now, when its slots run contiguously: its box copies, issued
-            // once block j's halves free, then wait for L2, not DRAM.
-            {
-                int sp = s0;
-                const bool rp = MLA_PP_TMA_PF == 1 ? run
-                                                   : tm.on && pp_block_run(p, kv0 + beg, j + 2 * MLA_PP_TMA_PF, nb, n, sp);
-                if (rp && lt == 0)
-                    for (int a = 0; a < 9; ++a)
-                        tma_prefetch_l2_2d(tm.map, TMA_BOX_COLS * a, sp);
-            }
-#endif
 #ifdef MLA_PP_L2_PREFETCH
             // A/B switch (off by default): block j + 2's lines into L2 now,
             // so that its copies, issued once block j's halves free, wait
@@ -332,18 +353,49 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         float acc[32];
         // S of block i (this warpgroup's) in two commit groups: the left
         // half's atoms as soon as they landed, then the right half's.
+#ifdef MLA_PP_HALF_WAIT
+        // A/B switch: a half's chain starts once all its atoms landed, as
+        // one commit group (the form before per-atom waits).
+        constexpr int L_GROUPS = 1;
         auto chain_l = [&](int i) {
-            const uint32_t bx = x ? b1 : b0;
-            mbar_wait(full_l(x), (uint32_t)(i >> 1) & 1);
-            fence_proxy_async(); // the atoms came by cp.async (generic proxy)
+            const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
+            mbar_wait(full_l(x), ph);
+            for (int a = 0; a < 4; ++a)
+                mbar_wait(atom_mb(x, a), ph);
+            fence_proxy_async();
             pp_s_chain_part<0, 4>(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx));
         };
         auto chain_r = [&](int i) {
-            const uint32_t bx = x ? b1 : b0;
-            mbar_wait(full_r(x), (uint32_t)(i >> 1) & 1);
+            const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
+            mbar_wait(full_r(x), ph);
+            for (int a = 4; a < 9; ++a)
+                mbar_wait(atom_mb(x, a), ph);
             fence_proxy_async();
             pp_s_chain_part<4, 9>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM));
         };
+#else
+        // One commit group per atom (L_GROUPS for the left half).
+        constexpr int L_GROUPS = 4;
+        auto chain_l = [&](int i) {
+            const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
+            mbar_wait(full_l(x), ph);
+            fence_proxy_async(); // gathered atoms came by cp.async (generic proxy)
+            pp_s_chain_atom<0>(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx), atom_mb(x, 0), ph);
+            pp_s_chain_atom<1>(acc, wg_desc_sw128(q_s + PP_ATOM), wg_desc_sw128(bx + PP_ATOM), atom_mb(x, 1), ph);
+            pp_s_chain_atom<2>(acc, wg_desc_sw128(q_s + 2u * PP_ATOM), wg_desc_sw128(bx + 2u * PP_ATOM), atom_mb(x, 2), ph);
+            pp_s_chain_atom<3>(acc, wg_desc_sw128(q_s + 3u * PP_ATOM), wg_desc_sw128(bx + 3u * PP_ATOM), atom_mb(x, 3), ph);
+        };
+        auto chain_r = [&](int i) {
+            const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
+            mbar_wait(full_r(x), ph);
+            fence_proxy_async();
+            pp_s_chain_atom<4>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM), atom_mb(x, 4), ph);
+            pp_s_chain_atom<5>(acc, wg_desc_sw128(q_s + 5u * PP_ATOM), wg_desc_sw128(bx + 5u * PP_ATOM), atom_mb(x, 5), ph);
+            pp_s_chain_atom<6>(acc, wg_desc_sw128(q_s + 6u * PP_ATOM), wg_desc_sw128(bx + 6u * PP_ATOM), atom_mb(x, 6), ph);
+            pp_s_chain_atom<7>(acc, wg_desc_sw128(q_s + 7u * PP_ATOM), wg_desc_sw128(bx + 7u * PP_ATOM), atom_mb(x, 7), ph);
+            pp_s_chain_atom<8>(acc, wg_desc_sw128(q_s + 8u * PP_ATOM), wg_desc_sw128(bx + 8u * PP_ATOM), atom_mb(x, 8), ph);
+        };
+#endif
         auto valid_of = [&](int i) { return n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN; };
         // Block i's softmax against the running max m (l and m updated, sc
         // the factor for what came before); publish: the new max and the
@@ -463,7 +515,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                         // Block 2q + 2's chain behind that PV; buffer 1's
                         // left half frees once the PV is done.
                         chain_l(i0 + 2);
-                        wg_wait<1>();
+                        wg_wait<L_GROUPS>(); // the PV, not chain_l's groups
                         mbar_arrive(empty_l(1));
                         chain_r(i0 + 2);
                         wg_wait<0>();
