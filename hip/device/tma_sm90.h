@@ -36,10 +36,21 @@ constexpr int TMA_BOX_COLS = 64; // bf16 columns per box copy: one 128-byte swiz
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map, int col, int row, uint32_t bar)
 {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#ifdef MLA_TMA_EVICT_FIRST
+    // A/B switch: the pool's lines marked first to leave L2 (FlashMLA's
+    // hint for its K tiles).
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"(map), "r"(col), "r"(row), "r"(bar), "l"(pol)
+                 : "memory");
+#else
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
                  "l"(map), "r"(col), "r"(row), "r"(bar)
                  : "memory");
+#endif
 #else
     (void)dst, (void)map, (void)col, (void)row, (void)bar;
 #endif
