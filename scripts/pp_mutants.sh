@@ -7,13 +7,14 @@
 # dropped from warpgroup 0's half of O; and two in its box copies: the
 # atoms of a block landed one column atom off, and the contiguity test
 # blind to the block's second 32 slots (a block that straddles two 64-token
-# pages at a split starting mid-page). Cases with several 64-token blocks
+# pages at a split starting mid-page); and an odd block's chain, right
+# half first, adding to the previous block's scores. Cases with several 64-token blocks
 # per split, the needle cases (one key far above the rest) and k3-ramp
 # (every tile moves the max). Exit 0 only when every mutant is
 # caught. Runs on the device machine, from the repo root.
 #   OUT=DIR bash scripts/pp_mutants.sh
 set -u
-case "${1:-}" in -h|--help) sed -n 2,14p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -eq 0 ] || { echo "pp_mutants.sh: no arguments (see --help)" >&2; exit 2; }
 : "${OUT:?set OUT to the directory for logs}"
 f=hip/kernels/stage1_pp.h
@@ -23,6 +24,7 @@ backend=gpu:pp name=pp_mutant
 run 'ws_rescale_o(o, s0[0] * sc[0], s0[1] * sc[1]);' ';'
 run 'pack_p(pa, s1);' 'pack_p(pa, one);'
 run 'const bool has1 = i0 + 1 < nb, next' 'const bool has1 = i0 + 1 < nb - 1, next'
-run 'TMA_BOX_COLS * a, s0, bar' 'TMA_BOX_COLS * (a ^ 1), s0, bar'
+run 'TMA_BOX_COLS * a, s0, atom_mb' 'TMA_BOX_COLS * (a ^ 1), s0, atom_mb'
 run '&& b == base + 32 + lane' '&& (b == base + 32 + lane || true)'
+run 'chain_r(i, std::true_type{});' 'chain_r(i, std::false_type{});'
 mutants_done

@@ -8,6 +8,8 @@
 #include "../device/cluster_sm90.h"
 #include "../device/tma_sm90.h"
 
+#include <type_traits>
+
 #if defined(MLA_TARGET_NVIDIA)
 
 namespace mla_dev {
@@ -79,37 +81,15 @@ __device__ __forceinline__ void pp_softmax(float (&acc)[32], int valid, float sc
     }
 }
 
-// S[64 x 64] += Q K^T over atoms A0 .. A1 - 1 of the 576 columns (4 k16
-// steps an atom): m64n64k16, Q and the block (da, db: the descriptors of
-// atom A0) both in atoms of 64 rows x 128 bytes, so both descriptors take
-// the same steps: 32 bytes inside an atom, 8 KB to the next. Atom 0's first
-// step starts the sum. Fully unrolled, the descriptors advanced by asm adds
-// (see ws_s_chain: a rolled loop fences the accumulators, base + immediate
-// forms spill). One commit group per call.
-template <int A0, int A1>
-__device__ __forceinline__ void pp_s_chain_part(float (&acc)[32], uint64_t da, uint64_t db)
-{
-    wg_fence();
-#pragma unroll
-    for (int k = 4 * A0; k < 4 * A1; ++k) {
-        if (k > 4 * A0) {
-            const uint64_t inc = (k & 3) ? 2 : (PP_ATOM >> 4) - 6;
-            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"(inc));
-            asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"(inc));
-        }
-        if (k == 0)
-            wgmma_m64n64k16<0>(acc, da, db);
-        else
-            wgmma_m64n64k16<1>(acc, da, db);
-    }
-    wg_commit();
-}
-
-// The same for one atom A, after its bytes landed on mbarrier bar (phase
-// parity ph): a box-copied block feeds the chain atom by atom, as each box
-// lands (FlashMLA's per-tile barriers), rather than after a whole half.
-// One commit group per atom.
-template <int A>
+// S[64 x 64] += Q K^T over atom A of the 576 columns (4 k16 steps, 32
+// bytes apart; Q and the block both in atoms of 64 rows x 128 bytes, da and
+// db the atom's descriptors), once its bytes landed on mbarrier bar (phase
+// parity ph): a box-copied block feeds the chain atom by atom as its boxes
+// land (FlashMLA's per-tile barriers), not after a whole half (step 42:
+// 3.7% of K3 bs 32 / 16k). INIT: the first step starts the sum. The
+// descriptors advance by asm adds (a rolled loop fences the accumulators,
+// base + immediate forms spill). One commit group per atom.
+template <int A, bool INIT>
 __device__ __forceinline__ void pp_s_chain_atom(float (&acc)[32], uint64_t da, uint64_t db, uint32_t bar, uint32_t ph)
 {
     mbar_wait(bar, ph);
@@ -120,7 +100,7 @@ __device__ __forceinline__ void pp_s_chain_atom(float (&acc)[32], uint64_t da, u
             asm volatile("add.s64 %0, %0, %1;\n" : "+l"(da) : "l"((uint64_t)2));
             asm volatile("add.s64 %0, %0, %1;\n" : "+l"(db) : "l"((uint64_t)2));
         }
-        if (A == 0 && k == 0)
+        if (INIT && k == 0)
             wgmma_m64n64k16<0>(acc, da, db);
         else
             wgmma_m64n64k16<1>(acc, da, db);
@@ -288,23 +268,38 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         slots(pw);
         for (int j = pw; j < nb; j += 2) {
             const uint32_t ph = (uint32_t)((j >> 1) - 1) & 1; // block j - 2's release
-            if (j >= 2)
-                mbar_wait(empty_l(pw), ph);
-            if (run) {
-                boxes(full_l(pw), 0, 4);
-            } else {
-                copy(0, 4);
-                cp_async_mbar_arrive(full_l(pw));
-                atoms_now(0, 4);
-            }
-            if (j >= 2)
-                mbar_wait(empty_r(pw), ph);
-            if (run) {
-                boxes(full_r(pw), 4, 9);
-            } else {
-                copy(4, 9);
-                cp_async_mbar_arrive(full_r(pw));
-                atoms_now(4, 9);
+            auto half_l = [&] {
+                if (j >= 2)
+                    mbar_wait(empty_l(pw), ph);
+                if (run) {
+                    boxes(full_l(pw), 0, 4);
+                } else {
+                    copy(0, 4);
+                    cp_async_mbar_arrive(full_l(pw));
+                    atoms_now(0, 4);
+                }
+            };
+            auto half_r = [&] {
+                if (j >= 2)
+                    mbar_wait(empty_r(pw), ph);
+                if (run) {
+                    boxes(full_r(pw), 4, 9);
+                } else {
+                    copy(4, 9);
+                    cp_async_mbar_arrive(full_r(pw));
+                    atoms_now(4, 9);
+                }
+            };
+            // The halves in the order their chain reads them (chain_odd).
+#ifndef MLA_PP_ODD_L_FIRST
+            if (pw == 1) {
+                half_r();
+                half_l();
+            } else
+#endif
+            {
+                half_l();
+                half_r();
             }
             slots(j + 2);
 #ifdef MLA_PP_L2_PREFETCH
@@ -353,49 +348,44 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         float acc[32];
         // S of block i (this warpgroup's) in two commit groups: the left
         // half's atoms as soon as they landed, then the right half's.
-#ifdef MLA_PP_HALF_WAIT
-        // A/B switch: a half's chain starts once all its atoms landed, as
-        // one commit group (the form before per-atom waits).
-        constexpr int L_GROUPS = 1;
-        auto chain_l = [&](int i) {
-            const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
-            mbar_wait(full_l(x), ph);
-            for (int a = 0; a < 4; ++a)
-                mbar_wait(atom_mb(x, a), ph);
-            fence_proxy_async();
-            pp_s_chain_part<0, 4>(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx));
-        };
-        auto chain_r = [&](int i) {
-            const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
-            mbar_wait(full_r(x), ph);
-            for (int a = 4; a < 9; ++a)
-                mbar_wait(atom_mb(x, a), ph);
-            fence_proxy_async();
-            pp_s_chain_part<4, 9>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM));
-        };
-#else
-        // One commit group per atom (L_GROUPS for the left half).
+        // One commit group per atom (L_GROUPS for the left half). first: a
+        // std::bool_constant, whether this half starts the block's sum.
         constexpr int L_GROUPS = 4;
-        auto chain_l = [&](int i) {
+        auto chain_l = [&](int i, auto first) {
+            constexpr bool F = decltype(first)::value;
             const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
             mbar_wait(full_l(x), ph);
             fence_proxy_async(); // gathered atoms came by cp.async (generic proxy)
-            pp_s_chain_atom<0>(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx), atom_mb(x, 0), ph);
-            pp_s_chain_atom<1>(acc, wg_desc_sw128(q_s + PP_ATOM), wg_desc_sw128(bx + PP_ATOM), atom_mb(x, 1), ph);
-            pp_s_chain_atom<2>(acc, wg_desc_sw128(q_s + 2u * PP_ATOM), wg_desc_sw128(bx + 2u * PP_ATOM), atom_mb(x, 2), ph);
-            pp_s_chain_atom<3>(acc, wg_desc_sw128(q_s + 3u * PP_ATOM), wg_desc_sw128(bx + 3u * PP_ATOM), atom_mb(x, 3), ph);
+            pp_s_chain_atom<0, F>(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx), atom_mb(x, 0), ph);
+            pp_s_chain_atom<1, false>(acc, wg_desc_sw128(q_s + PP_ATOM), wg_desc_sw128(bx + PP_ATOM), atom_mb(x, 1), ph);
+            pp_s_chain_atom<2, false>(acc, wg_desc_sw128(q_s + 2u * PP_ATOM), wg_desc_sw128(bx + 2u * PP_ATOM), atom_mb(x, 2), ph);
+            pp_s_chain_atom<3, false>(acc, wg_desc_sw128(q_s + 3u * PP_ATOM), wg_desc_sw128(bx + 3u * PP_ATOM), atom_mb(x, 3), ph);
         };
-        auto chain_r = [&](int i) {
+        auto chain_r = [&](int i, auto first) {
+            constexpr bool F = decltype(first)::value;
             const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
             mbar_wait(full_r(x), ph);
             fence_proxy_async();
-            pp_s_chain_atom<4>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM), atom_mb(x, 4), ph);
-            pp_s_chain_atom<5>(acc, wg_desc_sw128(q_s + 5u * PP_ATOM), wg_desc_sw128(bx + 5u * PP_ATOM), atom_mb(x, 5), ph);
-            pp_s_chain_atom<6>(acc, wg_desc_sw128(q_s + 6u * PP_ATOM), wg_desc_sw128(bx + 6u * PP_ATOM), atom_mb(x, 6), ph);
-            pp_s_chain_atom<7>(acc, wg_desc_sw128(q_s + 7u * PP_ATOM), wg_desc_sw128(bx + 7u * PP_ATOM), atom_mb(x, 7), ph);
-            pp_s_chain_atom<8>(acc, wg_desc_sw128(q_s + 8u * PP_ATOM), wg_desc_sw128(bx + 8u * PP_ATOM), atom_mb(x, 8), ph);
+            pp_s_chain_atom<4, F>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM), atom_mb(x, 4), ph);
+            pp_s_chain_atom<5, false>(acc, wg_desc_sw128(q_s + 5u * PP_ATOM), wg_desc_sw128(bx + 5u * PP_ATOM), atom_mb(x, 5), ph);
+            pp_s_chain_atom<6, false>(acc, wg_desc_sw128(q_s + 6u * PP_ATOM), wg_desc_sw128(bx + 6u * PP_ATOM), atom_mb(x, 6), ph);
+            pp_s_chain_atom<7, false>(acc, wg_desc_sw128(q_s + 7u * PP_ATOM), wg_desc_sw128(bx + 7u * PP_ATOM), atom_mb(x, 7), ph);
+            pp_s_chain_atom<8, false>(acc, wg_desc_sw128(q_s + 8u * PP_ATOM), wg_desc_sw128(bx + 8u * PP_ATOM), atom_mb(x, 8), ph);
         };
+        // An odd block's chain (warpgroup 1): the right half first, as
+        // FlashMLA's second warpgroup does. Buffer 1's right half is freed by
+        // warpgroup 1's own PV, its left half only after warpgroup 0's PV of
+        // the same block, just before this chain; the gather copies buffer
+        // 1's halves in the same order. MLA_PP_ODD_L_FIRST: the left first.
+        auto chain_odd = [&](int i) {
+#ifdef MLA_PP_ODD_L_FIRST
+            chain_l(i, std::true_type{});
+            chain_r(i, std::false_type{});
+#else
+            chain_r(i, std::true_type{});
+            chain_l(i, std::false_type{});
 #endif
+        };
         auto valid_of = [&](int i) { return n - i * PP_BN < PP_BN ? n - i * PP_BN : PP_BN; };
         // Block i's softmax against the running max m (l and m updated, sc
         // the factor for what came before); publish: the new max and the
@@ -467,8 +457,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         // SC0, so the P0 store after SC1 never meets the chain's reads.
         if (x == 0) {
             if (nb > 0) {
-                chain_l(0);
-                chain_r(0);
+                chain_l(0, std::true_type{});
+                chain_r(0, std::false_type{});
                 wg_wait<0>();
             }
             for (int q = 0; q < npair; ++q) {
@@ -514,10 +504,10 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                     if (next) {
                         // Block 2q + 2's chain behind that PV; buffer 1's
                         // left half frees once the PV is done.
-                        chain_l(i0 + 2);
+                        chain_l(i0 + 2, std::true_type{});
                         wg_wait<L_GROUPS>(); // the PV, not chain_l's groups
                         mbar_arrive(empty_l(1));
-                        chain_r(i0 + 2);
+                        chain_r(i0 + 2, std::false_type{});
                         wg_wait<0>();
                     } else {
                         wg_wait<0>();
@@ -528,8 +518,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
             }
         } else {
             if (nb > 1) {
-                chain_l(1);
-                chain_r(1);
+                chain_odd(1);
                 wg_wait<0>();
             }
             for (int q = 0; q < npair; ++q) {
@@ -575,8 +564,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 fence_regs(o);
                 mbar_arrive(empty_r(0));
                 if (next) {
-                    chain_l(i1 + 2);
-                    chain_r(i1 + 2);
+                    chain_odd(i1 + 2);
                     wg_wait<0>();
                 }
             }
