@@ -36,9 +36,14 @@ constexpr int TMA_BOX_COLS = 64; // bf16 columns per box copy: one 128-byte swiz
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map, int col, int row, uint32_t bar)
 {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-#ifdef MLA_TMA_EVICT_FIRST
-    // A/B switch: the pool's lines marked first to leave L2 (FlashMLA's
-    // hint for its K tiles).
+#ifndef MLA_TMA_NO_EVICT_FIRST
+    // The pool's lines marked first to leave L2 (FlashMLA's hint for its K
+    // tiles): read once by a CTA (twice with the second row block, at about
+    // the same time), so they should not push out what is read again.
+    // ws-pp, same-run A/B (docs/perf-log.md step 42): K3 bs 8 / 16k and
+    // bs 32 / 4k -3%, bs 32 / 16k -0.6 to -0.8%, DSV3 bs 32 / 16k -0.6 to
+    // -2.7%, bs 64 / 16k within -0.3 .. +0.7%. MLA_TMA_NO_EVICT_FIRST:
+    // the default policy, for the A/B.
     uint64_t pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
