@@ -36,7 +36,7 @@ namespace mla_dev {
 // block's chain reads the right half first (the half its own warpgroup
 // frees first): 262 us at K3 bs 32 / 16k with 64-token pages, against
 // auto's 277 and FlashMLA's 223 in the same run; the load waits fell from
-// 19% of the samples to 8.5%. A buffer
+// 19% of the samples to 9.6%. A buffer
 // frees by halves (V's left half is warpgroup 0's to read,
 // the right half warpgroup 1's), so the next block's left half is copied
 // while the right half is still in use. The gather warpgroup (warps 0-1
