@@ -274,28 +274,20 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         slots(pw);
         for (int j = pw; j < nb; j += 2) {
             const uint32_t ph = (uint32_t)((j >> 1) - 1) & 1; // block j - 2's release
-            auto half_l = [&] {
+            // One half of block j: after its readers released block j - 2's.
+            auto half = [&](uint32_t empty, uint32_t full, int a0, int a1) {
                 if (j >= 2)
-                    mbar_wait(empty_l(pw), ph);
+                    mbar_wait(empty, ph);
                 if (run) {
-                    boxes(full_l(pw), 0, 4);
+                    boxes(full, a0, a1);
                 } else {
-                    copy(0, 4);
-                    cp_async_mbar_arrive(full_l(pw));
-                    atoms_now(0, 4);
+                    copy(a0, a1);
+                    cp_async_mbar_arrive(full);
+                    atoms_now(a0, a1);
                 }
             };
-            auto half_r = [&] {
-                if (j >= 2)
-                    mbar_wait(empty_r(pw), ph);
-                if (run) {
-                    boxes(full_r(pw), 4, 9);
-                } else {
-                    copy(4, 9);
-                    cp_async_mbar_arrive(full_r(pw));
-                    atoms_now(4, 9);
-                }
-            };
+            auto half_l = [&] { half(empty_l(pw), full_l(pw), 0, 4); };
+            auto half_r = [&] { half(empty_r(pw), full_r(pw), 4, 9); };
             // The halves in the order their chain reads them (chain_odd).
 #ifndef MLA_PP_ODD_L_FIRST
             if (pw == 1) {
