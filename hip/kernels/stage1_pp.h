@@ -164,8 +164,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
     const uint32_t px_s = (uint32_t)__cvta_generic_to_shared(base + SM.px);
     // Buffer b holds the blocks i with i % 2 == b; its left half is atoms
     // 0-3 (V columns 0-255), its right half atoms 4-8 (V columns 256-511
-    // and the rope atom). FULL_L/R[b] (64: the gather warps of parity b,
-    // cp.async arrivals): that half landed. EMPTY_L[b] (128: compute
+    // and the rope atom). FULL_L/R[b] (64: the gather warps of parity b):
+    // that half landed (cp.async arrivals) or its boxes are issued (plain
+    // arrivals; ATOM below carries their landing). EMPTY_L[b] (128: compute
     // warpgroup 0, the only reader of V's left half) and EMPTY_R[b] (128:
     // compute warpgroup 1, the right half's): done with it. QREADY (256,
     // once): Q landed. SC0 / SC1 (128: warpgroup 0 / 1): the pair's running
@@ -228,8 +229,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         // right half's copies issue while the left half's fly. The next
         // block's slots are looked up while this one's copies fly. A block
         // whose slots run contiguously (pp_block_run) lands as box copies
-        // issued by thread 0 of the parity, which raises FULL's byte count;
-        // the other 63 arrive plainly, so FULL counts 64 arrivals either way.
+        // issued by thread 0 of the parity, each on its atom's barrier with
+        // its byte count; all 64 arrive plainly on FULL, so FULL counts 64
+        // arrivals either way.
         regs_dec<40>();
         const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
         const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
@@ -344,10 +346,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         bf16_t *P1st = (bf16_t *)(base + SM.px);
         const int npair = (nb + 1) >> 1;
         float acc[32];
-        // S of block i (this warpgroup's) in two commit groups: the left
-        // half's atoms as soon as they landed, then the right half's.
-        // One commit group per atom (L_GROUPS for the left half). first: a
-        // std::bool_constant, whether this half starts the block's sum.
+        // S of block i (this warpgroup's) by halves, each atom as soon as it
+        // landed: one commit group per atom (L_GROUPS for the left half).
+        // first: a std::bool_constant, whether this half starts the sum.
         constexpr int L_GROUPS = 4;
         auto chain_l = [&](int i, auto first) {
             constexpr bool F = decltype(first)::value;
@@ -446,8 +447,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         // P0R of pair q, and P1R of pair q + 1 follows warpgroup 1's wait for
         // SC0 of pair q + 1, which follows warpgroup 0's wait for P1R of
         // pair q; a half's EMPTY for block j + 2 follows the read of block j
-        // + 2, whose FULL follows the gather's wait for that EMPTY of block
-        // j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
+        // + 2, whose FULL (and ATOM) arrivals follow the gather's wait for
+        // that EMPTY of block j, which follows the consumers' FULL and ATOM
+        // waits of block j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
         // q + 1, which warpgroup 0 arrives after its PV of P1 of pair q has
         // completed; P0 of pair q + 1 goes into the rope atom of block 2q +
         // 2, which the gather copies only after warpgroup 1's EMPTY_R(0) of
