@@ -69,12 +69,9 @@ hipError_t launch_stage1_pp(const Stage1Params &p, dim3 grid, hipStream_t st)
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
+    PoolTmaMap tm = pool_tma_map(p);
 #ifdef MLA_PP_NO_TMA
-    // A/B switch: the per-line gather for every block.
-    PoolTmaMap tm;
-    memset(&tm, 0, sizeof tm);
-#else
-    const PoolTmaMap tm = pool_tma_map(p);
+    tm.on = 0; // A/B switch: the per-line gather for every block
 #endif
     stage1_pp_kernel<<<grid, 384, smem, st>>>(p, tm);
     return hipGetLastError();

@@ -4,17 +4,16 @@
 # scratch copy with one substitution, rebuilt): warpgroup 1's rescale by the
 # pair's two factors skipped, P of the even block handed to warpgroup 1
 # without the odd block's factor, and the odd block of the last pair
-# dropped from warpgroup 0's half of O; and two in its box copies: the
-# atoms of a block landed one column atom off, and the contiguity test
-# blind to the block's second 32 slots (a block that straddles two 64-token
-# pages at a split starting mid-page); and an odd block's chain, right
-# half first, adding to the previous block's scores. Cases with several 64-token blocks
-# per split, the needle cases (one key far above the rest) and k3-ramp
+# dropped from warpgroup 0's half of O; two in its box copies (a block's
+# atoms landed one column atom off; the contiguity test blind to the
+# block's second 32 slots, as where a split starts mid-page); and an odd
+# block's chain, right half first, adding to the previous block's scores
+# instead of starting them. Cases with several 64-token blocks per split, the needle cases (one key far above the rest) and k3-ramp
 # (every tile moves the max). Exit 0 only when every mutant is
 # caught. Runs on the device machine, from the repo root.
 #   OUT=DIR bash scripts/pp_mutants.sh
 set -u
-case "${1:-}" in -h|--help) sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n 2,14p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -eq 0 ] || { echo "pp_mutants.sh: no arguments (see --help)" >&2; exit 2; }
 : "${OUT:?set OUT to the directory for logs}"
 f=hip/kernels/stage1_pp.h

@@ -114,6 +114,18 @@ __device__ __forceinline__ void pp_s_chain_atom(float (&acc)[32], uint64_t da, u
     wg_commit();
 }
 
+// Atoms A0 .. A0 + sizeof...(I) - 1 in order, atom a on mbarrier bar0 + 8 a
+// (the ATOM barriers are consecutive); INIT: the first starts the sum.
+template <int A0, bool INIT, int... I>
+__device__ __forceinline__ void pp_s_chain_atoms(float (&acc)[32], uint32_t q_s, uint32_t bx, uint32_t bar0,
+                                                 uint32_t ph, std::integer_sequence<int, I...>)
+{
+    (pp_s_chain_atom<A0 + I, INIT && I == 0>(acc, wg_desc_sw128(q_s + (uint32_t)(A0 + I) * PP_ATOM),
+                                             wg_desc_sw128(bx + (uint32_t)(A0 + I) * PP_ATOM),
+                                             bar0 + 8u * (uint32_t)(A0 + I), ph),
+     ...);
+}
+
 // A 64 x 64 bf16 P tile (K-major, 128-byte swizzled, one atom) from the
 // packed A fragments w[k][e] of a wgmma m64 layout: e 0 row r0 tokens 16k +
 // 2t4 (+1), 1 row r0 + 8, 2 and 3 the same rows at 16k + 8 + 2t4.
@@ -206,7 +218,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         mbar_init(mb_p0r, 128);
         mbar_init(mb_p1r, 128);
         for (int i = 0; i < 18; ++i)
-            mbar_init(mb + 104u + 8u * i, 1);
+            mbar_init(atom_mb(i / 9, i % 9), 1);
         fence_mbar_init();
     }
     __syncthreads();
@@ -355,21 +367,14 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
             const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
             mbar_wait(full_l(x), ph);
             fence_proxy_async(); // gathered atoms came by cp.async (generic proxy)
-            pp_s_chain_atom<0, F>(acc, wg_desc_sw128(q_s), wg_desc_sw128(bx), atom_mb(x, 0), ph);
-            pp_s_chain_atom<1, false>(acc, wg_desc_sw128(q_s + PP_ATOM), wg_desc_sw128(bx + PP_ATOM), atom_mb(x, 1), ph);
-            pp_s_chain_atom<2, false>(acc, wg_desc_sw128(q_s + 2u * PP_ATOM), wg_desc_sw128(bx + 2u * PP_ATOM), atom_mb(x, 2), ph);
-            pp_s_chain_atom<3, false>(acc, wg_desc_sw128(q_s + 3u * PP_ATOM), wg_desc_sw128(bx + 3u * PP_ATOM), atom_mb(x, 3), ph);
+            pp_s_chain_atoms<0, F>(acc, q_s, bx, atom_mb(x, 0), ph, std::make_integer_sequence<int, 4>{});
         };
         auto chain_r = [&](int i, auto first) {
             constexpr bool F = decltype(first)::value;
             const uint32_t bx = x ? b1 : b0, ph = (uint32_t)(i >> 1) & 1;
             mbar_wait(full_r(x), ph);
             fence_proxy_async();
-            pp_s_chain_atom<4, F>(acc, wg_desc_sw128(q_s + 4u * PP_ATOM), wg_desc_sw128(bx + 4u * PP_ATOM), atom_mb(x, 4), ph);
-            pp_s_chain_atom<5, false>(acc, wg_desc_sw128(q_s + 5u * PP_ATOM), wg_desc_sw128(bx + 5u * PP_ATOM), atom_mb(x, 5), ph);
-            pp_s_chain_atom<6, false>(acc, wg_desc_sw128(q_s + 6u * PP_ATOM), wg_desc_sw128(bx + 6u * PP_ATOM), atom_mb(x, 6), ph);
-            pp_s_chain_atom<7, false>(acc, wg_desc_sw128(q_s + 7u * PP_ATOM), wg_desc_sw128(bx + 7u * PP_ATOM), atom_mb(x, 7), ph);
-            pp_s_chain_atom<8, false>(acc, wg_desc_sw128(q_s + 8u * PP_ATOM), wg_desc_sw128(bx + 8u * PP_ATOM), atom_mb(x, 8), ph);
+            pp_s_chain_atoms<4, F>(acc, q_s, bx, atom_mb(x, 0), ph, std::make_integer_sequence<int, 5>{});
         };
         // An odd block's chain (warpgroup 1): the right half first, as
         // FlashMLA's second warpgroup does. Buffer 1's right half is freed by
