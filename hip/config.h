@@ -187,6 +187,7 @@ struct Stage1PpSmem {
     int buf;   // two K/V blocks, PP_BUF bytes each
     int px;    // the odd block's P, one atom
     int pub;   // fp32 [5][64]: running max, the two factors, the two row sums
+    int runs;  // int [2][2]: a block's first slot if it lands as box copies, else -1
     int mbar;  // PP_NMBAR mbarriers, 8 bytes each
     int bytes; // dynamic shared memory to request (1024 bytes of alignment slack)
 };
@@ -200,7 +201,8 @@ constexpr Stage1PpSmem stage1_pp_smem_plan()
     m.buf = m.q + 64 * D_MAX * 2;
     m.px = m.buf + 2 * PP_BUF;
     m.pub = m.px + PP_ATOM;
-    m.mbar = m.pub + 5 * 64 * 4;
+    m.runs = m.pub + 5 * 64 * 4;
+    m.mbar = m.runs + 4 * 4;
     m.bytes = 1024 + m.mbar + PP_NMBAR * 8;
     return m;
 }

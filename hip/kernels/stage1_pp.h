@@ -161,6 +161,14 @@ __device__ __forceinline__ bool pp_block_run(const Stage1Params &p, int first, i
     return __all_sync(0xffffffffu, ok);
 }
 
+// MLA_PP_GATHER_BOXES (A/B switch): the gather warpgroup issues every
+// block's box copies once the half is free, as in step 42.
+#ifdef MLA_PP_GATHER_BOXES
+constexpr bool PP_GATHER_BOXES = true;
+#else
+constexpr bool PP_GATHER_BOXES = false;
+#endif
+
 // tm: the pool as a tensor for the box copies (tm.on 0: the gather alone).
 __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const __grid_constant__ PoolTmaMap tm)
 {
@@ -171,6 +179,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
     bf16_t *Qs = (bf16_t *)(base + SM.q);
     float *Pub = (float *)(base + SM.pub);
+    int *Runs = (int *)(base + SM.runs);
     const uint32_t q_s = (uint32_t)__cvta_generic_to_shared(Qs);
     const uint32_t buf_s = (uint32_t)__cvta_generic_to_shared(base + SM.buf);
     const uint32_t px_s = (uint32_t)__cvta_generic_to_shared(base + SM.px);
@@ -248,16 +257,29 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
         const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
         int64_t sl[8];
-        int s0 = 0;
-        bool run = false;
-        auto slots = [&](int j) {
-            block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl);
-            run = tm.on && pp_block_run(p, kv0 + beg, j, nb, n, s0);
+        auto slots = [&](int j) { block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl); };
+        // Block j's first slot if it lands as box copies, else -1.
+        auto run_of = [&](int j) {
+            int s0 = -1;
+            return tm.on && pp_block_run(p, kv0 + beg, j, nb, n, s0) ? s0 : -1;
+        };
+        // Block k's run start, for the compute warpgroup that frees block
+        // k - 2's half: written before this thread's arrivals for block k - 2
+        // (FULL on the box path, ATOM on the gather's), which its readers
+        // acquire before they free block k - 2; it overwrites block k - 4's,
+        // read before its readers freed block k - 6, which this parity waited
+        // for before block k - 4's copies.
+        auto publish_run = [&](int k, int s0) {
+            if (lt == 0)
+                Runs[2 * pw + ((k >> 1) & 1)] = s0;
         };
         const uint32_t atom0 = buf_s + (uint32_t)(pw * PP_BUF);
-        // A box-copied half: its 64 FULL arrivals at once, its bytes on
-        // the atoms' barriers. A gathered half: the atoms' arrivals at once.
-        auto boxes = [&](uint32_t bar, int a0, int a1) {
+        // The first box-copied block of a parity: the half's 64 FULL
+        // arrivals at once, its bytes on the atoms' barriers. A later one's
+        // boxes come from the compute warpgroup that freed the half
+        // (pp_land), and FULL only says so. A gathered half: the atoms'
+        // arrivals at once.
+        auto boxes = [&](uint32_t bar, int a0, int a1, int s0) {
             mbar_arrive(bar);
             if (lt == 0)
                 for (int a = a0; a < a1; ++a) {
@@ -286,14 +308,19 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
             }
         };
         slots(pw);
+        int s_cur = run_of(pw), s_nxt = run_of(pw + 2);
+        publish_run(pw + 2, s_nxt);
         for (int j = pw; j < nb; j += 2) {
             const uint32_t ph = (uint32_t)((j >> 1) - 1) & 1; // block j - 2's release
             // One half of block j: after its readers released block j - 2's.
             auto half = [&](uint32_t empty, uint32_t full, int a0, int a1) {
                 if (j >= 2)
                     mbar_wait(empty, ph);
-                if (run) {
-                    boxes(full, a0, a1);
+                if (s_cur >= 0) {
+                    if (j >= 2 && !PP_GATHER_BOXES)
+                        mbar_arrive(full);
+                    else
+                        boxes(full, a0, a1, s_cur);
                 } else {
                     copy(a0, a1);
                     cp_async_mbar_arrive(full);
@@ -314,6 +341,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 half_r();
             }
             slots(j + 2);
+            s_cur = s_nxt;
+            s_nxt = run_of(j + 4);
+            publish_run(j + 4, s_nxt);
 #ifdef MLA_PP_L2_PREFETCH
             // A/B switch (off by default): block j + 2's lines into L2 now,
             // so that its copies, issued once block j's halves free, wait
@@ -338,6 +368,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         regs_inc<232>();
         const int lane = tid & 31, t4 = lane & 3, r0 = 16 * ((tid >> 5) & 3) + (lane >> 2);
         const int x = wg - 1;
+        const bool issuer = (tid & 127) < 32; // the warp that issues this warpgroup's box copies
         float o[128];
         float l[2] = {0.f, 0.f};
         if (nb > 0) {
@@ -437,6 +468,27 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
             wg_commit();
         };
+        // Free this warpgroup's half [a0, a1) of block k - 2's buffer
+        // (EMPTY e, phase ph) and, when block k lands there as box copies,
+        // issue them at once (FlashMLA's schedule: the copies leave when the
+        // releasing wgmma is done, with no hop through the gather). The
+        // issuing warp reads the run start before its arrival (the gather
+        // overwrites it after that release) and waits for the other three
+        // warps' arrivals: their wgmma reads of the half are done too.
+        auto land = [&](uint32_t e, uint32_t ph, int k, int a0, int a1) {
+            const int bk = k & 1;
+            const int s0 = issuer && k < nb && !PP_GATHER_BOXES ? Runs[2 * bk + ((k >> 1) & 1)] : -1;
+            mbar_arrive(e);
+            if (s0 >= 0) {
+                mbar_wait(e, ph);
+                if (lane == 0)
+                    for (int a = a0; a < a1; ++a) {
+                        const uint32_t bar = atom_mb(bk, a), at = buf_s + (uint32_t)(bk * PP_BUF + a * PP_ATOM);
+                        mbar_arrive_expect_tx(bar, (uint32_t)PP_ATOM);
+                        tma_load_2d(at, tm.map, TMA_BOX_COLS * a, s0, bar);
+                    }
+            }
+        };
         // Pair q: blocks 2q (warpgroup 0's, buffer 0) and 2q + 1 (warpgroup
         // 1's, buffer 1; absent when nb is odd and q is the last pair). The
         // two chains of a pair run side by side; only the two softmaxes are
@@ -487,7 +539,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 pv_regs(pa, wg_desc_mn_sw128_lbo(b0, PP_ATOM));
                 wg_wait<0>();
                 fence_regs(o);
-                mbar_arrive(empty_l(0));
+                land(empty_l(0), ph, i0 + 2, 0, 4);
                 // Block 2q + 1's factor: P(2q) at the pair's max for the
                 // other warpgroup, and this half of O and l rescaled.
                 mbar_wait(mb_sc1, ph);
@@ -511,12 +563,12 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                         // left half frees once the PV is done.
                         chain_l(i0 + 2, std::true_type{});
                         wg_wait<L_GROUPS>(); // the PV, not chain_l's groups
-                        mbar_arrive(empty_l(1));
+                        land(empty_l(1), ph, i0 + 3, 0, 4);
                         chain_r(i0 + 2, std::false_type{});
                         wg_wait<0>();
                     } else {
                         wg_wait<0>();
-                        mbar_arrive(empty_l(1));
+                        land(empty_l(1), ph, i0 + 3, 0, 4);
                     }
                 }
                 fence_regs(o);
@@ -560,14 +612,14 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                     pv_regs(pa, wg_desc_mn_sw128_lbo(b1 + 4u * PP_ATOM, PP_ATOM));
                     pv0();
                     wg_wait<1>();
-                    mbar_arrive(empty_r(1));
+                    land(empty_r(1), ph, i1 + 2, 4, 9);
                     wg_wait<0>();
                 } else {
                     pv0();
                     wg_wait<0>();
                 }
                 fence_regs(o);
-                mbar_arrive(empty_r(0));
+                land(empty_r(0), ph, i1 + 1, 4, 9);
                 if (next) {
                     chain_odd(i1 + 2);
                     wg_wait<0>();
