@@ -177,8 +177,9 @@ static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-sp
 // odd block's into PX (its buffer's rope atom frees with the right half,
 // before the other warpgroup's PV reads P). Then the pair's statistics
 // (running max, the two blocks' factors, the row sums at the end: 5 x 64
-// fp32), and the mbarriers FULL_L[2], FULL_R[2], EMPTY_L[2], EMPTY_R[2],
-// QREADY, SC0, SC1, P0R, P1R.
+// fp32), the run starts of the next box-copied blocks (int [2][2]), and
+// the mbarriers FULL_L[2], FULL_R[2], EMPTY_L[2], EMPTY_R[2], QREADY, SC0,
+// SC1, P0R, P1R.
 constexpr int PP_BN = 64;
 constexpr int PP_ATOM = PP_BN * 128;        // bytes of one 64-column atom of a block
 constexpr int PP_BUF = (D_MAX / 64) * PP_ATOM; // bytes of one K/V block

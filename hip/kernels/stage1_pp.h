@@ -36,7 +36,9 @@ namespace mla_dev {
 // block's chain reads the right half first (the half its own warpgroup
 // frees first): 262 us at K3 bs 32 / 16k with 64-token pages, against
 // auto's 277 and FlashMLA's 223 in the same run; the load waits fell from
-// 19% of the samples to 9.6%. A buffer
+// 19% of the samples to 9.6%. Step 43: those copies leave from the
+// compute warpgroup that frees a half, right after its releasing wgmma,
+// as FlashMLA's do, with no hop through the gather warpgroup. A buffer
 // frees by halves (V's left half is warpgroup 0's to read,
 // the right half warpgroup 1's), so the next block's left half is copied
 // while the right half is still in use. The gather warpgroup (warps 0-1
@@ -249,10 +251,12 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         // arrive on FULL by themselves (cp.async.mbarrier.arrive), so the
         // right half's copies issue while the left half's fly. The next
         // block's slots are looked up while this one's copies fly. A block
-        // whose slots run contiguously (pp_block_run) lands as box copies
-        // issued by thread 0 of the parity, each on its atom's barrier with
-        // its byte count; all 64 arrive plainly on FULL, so FULL counts 64
-        // arrivals either way.
+        // whose slots run contiguously (pp_block_run) lands as box copies,
+        // each on its atom's barrier with its byte count: a parity's first
+        // block's issued by thread 0 of the parity, a later one's by the
+        // compute warpgroup that frees each half (land), from the run start
+        // this warpgroup published two blocks ahead. All 64 arrive plainly
+        // on FULL, so FULL counts 64 arrivals either way.
         regs_dec<40>();
         const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
         const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
@@ -505,8 +509,9 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         // SC0 of pair q + 1, which follows warpgroup 0's wait for P1R of
         // pair q; a half's EMPTY for block j + 2 follows the read of block j
         // + 2, whose FULL (and ATOM) arrivals follow the gather's wait for
-        // that EMPTY of block j, which follows the consumers' FULL and ATOM
-        // waits of block j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
+        // that EMPTY of block j (or, for boxes land issues, the issuing
+        // warp's), which follows the consumers' FULL and ATOM waits of
+        // block j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
         // q + 1, which warpgroup 0 arrives after its PV of P1 of pair q has
         // completed; P0 of pair q + 1 goes into the rope atom of block 2q +
         // 2, which the gather copies only after warpgroup 1's EMPTY_R(0) of
