@@ -22,62 +22,65 @@ half's ATOM barriers at once, so FULL carries the bytes. The box path:
 each atom's box copy is issued by one thread that arms the atom's
 ATOM[b][a] (count 1) with the atom's bytes, which land on it later, atom
 by atom in any order; FULL gets plain arrivals of the gather's 64 threads
-(FULL says issued, or to come, not landed). A parity's first block (j <
-2) has its boxes issued by the gather's thread 0 (the other 63 threads
-may arrive on FULL before or after its issues, so FULL completes at a
-random point of them). A later block's (j >= 2) come from the compute
-warpgroup that frees block j - 2's half (land): the gather publishes each
-block's run start two blocks ahead in a shared ring Runs, two entries a
-parity, Runs[2 pw + ((k >> 1) & 1)] (before its loop run(pw + 2), after
-the halves of block j run(j + 4), over block j's entry), and at each of
-the four release points (warpgroup 0's EMPTY_L(0) -> block 2q + 2's left
-half, EMPTY_L(1) -> 2q + 3's left; warpgroup 1's EMPTY_R(1) -> 2q + 3's
-right, EMPTY_R(0) -> 2q + 2's right) the warpgroup's warp 0, the issuer,
-reads block k's entry before its EMPTY arrival, all four warps arrive,
-and for a box block the issuer waits on EMPTY itself (the other three
-warps' reads retired too), then arms the half's ATOM barriers and issues
-its boxes; the gather, after its own wait on that EMPTY, only arrives on
-FULL. Either way the S chain waits FULL of a half, then, atom by atom,
-ATOM of that atom before its wgmma, one commit group per atom (four in the
-left half, five in the right). Warpgroup 0's chain of block 2q + 2 goes
-behind its PV of block 2q + 1's left half, so it waits until at most the
-left chain's four groups are pending before it frees buffer 1's left half
-(EMPTY_L(1)). An odd block's chain reads the right half first (warpgroup 1
-itself frees buffer 1's right half, earlier than warpgroup 0 frees the
-left), and the gather of parity 1 waits for and copies the right half
-first too; parity 0 keeps left, then right.
+(FULL says issued, or to come, not landed). A parity's first block (j < 2)
+has its boxes issued by the gather's thread 0 (the other 63 threads may
+arrive on FULL before or after its issues, so FULL completes at a random
+point of them). A later block's (j >= 2) come from the compute warpgroup
+that frees block j - 2's half (land): the gather publishes each block's
+run start two blocks ahead in a shared ring Runs, two entries a parity,
+Runs[2 pw + ((k >> 1) & 1)] (before its loop run(pw + 2), after the halves
+of block j run(j + 4), over block j's entry), and at each of the four
+release points (warpgroup 0's EMPTY_L(0) -> block 2q + 2's left half,
+EMPTY_L(1) -> 2q + 3's left; warpgroup 1's EMPTY_R(1) -> 2q + 3's right,
+EMPTY_R(0) -> 2q + 2's right) the warpgroup's warp 0 reads block k's entry
+before its EMPTY arrival, all four warps arrive and every warp then waits
+on that EMPTY itself (all four warps' reads retired; at every release
+point, box block or not), and for a box block its thread 0, the issuer,
+arms the half's ATOM barriers and issues its boxes; the gather, after its
+own wait on that EMPTY, only arrives on FULL. Either way the S chain waits
+FULL of a half, then, atom by atom, ATOM of that atom before its wgmma,
+one commit group per atom (four in the left half, five in the right).
+Warpgroup 0's chain of block 2q + 2 goes behind its PV of block 2q + 1's
+left half, so it waits until at most the left chain's four groups are
+pending before it frees buffer 1's left half (EMPTY_L(1)). An odd block's
+chain reads the right half first (warpgroup 1 itself frees buffer 1's
+right half, earlier than warpgroup 0 frees the left), and the gather of
+parity 1 waits for and copies the right half first too; parity 0 keeps
+left, then right.
 
 Actors, as generators that yield wherever another may run: the gather of
 each parity (run starts, then per half: wait EMPTY of block j - 2, then
-the copies, its first block's boxes or only FULL, with the arrivals
-above; then the next run start published); the cp.async copies of each
-parity, landing in issue order and arriving on FULL; the box copies of
-each parity, whoever issued them, one landing at a time in random order,
-each completing its atom's bytes; and the two compute warpgroups, in the
+the copies, its first block's boxes or only FULL, with the arrivals above;
+then the next run start published); the cp.async copies of each parity,
+landing in issue order and arriving on FULL; the box copies of each
+parity, whoever issued them, one landing at a time in random order, each
+completing its atom's bytes; and the two compute warpgroups, in the
 kernel's order of waits, arrivals, wgmma issues, wgmma waits and stores.
 Which path each block takes is drawn per schedule: every block gathered
 (no tensor map), every block boxed, or a random mix, so that runs of box
 and gathered blocks alternate. One actor stands for a thread group: every
-barrier counts all the threads of the group that arrives on it, so no
-warp can run ahead of its group's arrival; on the box path the gather's
-FULL completes at a random point of thread 0's issues, as above. The one
-place where a warpgroup's warps part is a release point: there its four
-warps run as four interleaved actors, each retiring its own wgmma groups
-(a warp's wgmma.wait_group retires only its own reads of the half) and
-arriving on EMPTY (count 4: a warp each), the issuer with its read, wait
-and issues among them; the warpgroup goes on once all four are through.
-(A warp that, in the kernel, runs on past a lagging issuer only reaches a
-barrier that counts the issuer too, so the lag is a delay, nothing more.)
+barrier counts all the threads of the group that arrives on it, so no warp
+can run ahead of its group's arrival; on the box path the gather's FULL
+completes at a random point of thread 0's issues, as above. The one place
+where a warpgroup's warps part is a release point: there its four warps
+run as four interleaved actors, each retiring its own wgmma groups (a
+warp's wgmma.wait_group retires only its own reads of the half), arriving
+on EMPTY (count 4: a warp each) and waiting on it, warp 0 with its read of
+Runs and its issues among them; the warpgroup goes on once all four are
+through. (A warp that, in the kernel, runs on while thread 0 issues only
+reaches a barrier that counts warp 0 too, so that lag is a delay, nothing
+more. Where there is nothing to issue, no one looks between the warps'
+retirements and EMPTY's completion, and the four go as one step.)
 mbarriers are planted.MBar phase counters (with transaction bytes) waited
 by parity; each waiter also counts the phases it has waited, and a barrier
 found two phases past that count (parity aliasing) is a failure. Each
 phase also carries what its arrivals knew: an arriving actor (a warp at a
-release point) releases the Runs writes and reads it has made or
-acquired, a waiter acquires what the phase it waited for collected (the
-copies' cp.async arrivals and the boxes' bytes release nothing), so that
-the ring is checked for the ordering the kernel's argument gives it, not
-only for the values a schedule happens to see. The softmax is kept
-symbolically: which block's running max each O, P and factor is at.
+release point) releases the Runs writes and reads it has made or acquired,
+a waiter acquires what the phase it waited for collected (the copies'
+cp.async arrivals and the boxes' bytes release nothing), so that the ring
+is checked for the ordering the kernel's argument gives it, not only for
+the values a schedule happens to see. The softmax is kept symbolically:
+which block's running max each O, P and factor is at.
 
 For 0-11 blocks and 300 random schedules each it checks: no deadlock; no
 half-buffer (or PX) is copied over while a reader still needs its block
@@ -96,10 +99,12 @@ well: MLA_PP_ODD_L_FIRST (chain and gather of an odd block left first),
 the parity-1 gather left first under a right-first chain (only slower),
 wg_wait<1> before EMPTY_L(1) (retires more than the PV: only slower), and
 MLA_PP_GATHER_BOXES (the gather issues every box block, as in step 42; the
-compute warpgroups neither read Runs nor issue). Then it plants one
-protocol bug at a time and requires each to be caught, so that a clean
-run is not a blind model. The kernel is written by hand from the same
-steps; a change to one belongs in the other."""
+compute warpgroups neither read Runs, nor wait on EMPTY, nor issue; its
+schedules with every block gathered would be the clean run's, so it runs
+the other two thirds). Then it plants one protocol bug at a time (BUGS)
+and requires each to be caught, so that a clean run is not a blind model.
+The kernel is written by hand from the same steps; a change to one belongs
+in the other."""
 import random
 import sys
 
@@ -262,7 +267,6 @@ def run(nb, seed, bug=None):
     need = {"L": [{}, {}], "R": [{}, {}], "px": {}}
     copies_out = [[], []]  # cp.async halves issued, not landed: (half, block)
     boxes_out = [[], []]   # box copies issued, not landed: (atom, block)
-    issued = [False, False]
     otag = [-1, -1]        # the block whose running max each O is at
     order = ([], [])
     odd_r_first = bug != "odd-l-first"
@@ -364,15 +368,17 @@ def run(nb, seed, bug=None):
             yield  # slots(j + 2), run_of(j + 4)
             if not late:
                 publish(pw, j + 4)
-        issued[pw] = True
 
     def copies(pw):
-        while not issued[pw] or copies_out[pw]:
+        # Two halves for each gathered block of the parity, in issue order.
+        left = 2 * (len(box[pw::2]) - sum(box[pw::2]))
+        while left:
             if copies_out[pw]:
                 h, j = copies_out[pw].pop(0)
                 for a in HALF[h]:
                     put(pw, a, j)
                 full[h][pw].arrive()
+                left -= 1
             yield
 
     def boxes(pw):
@@ -390,16 +396,16 @@ def run(nb, seed, bug=None):
     def land(x, h, k, ph, lag):
         # Warpgroup x frees its half h of block k - 2's buffer (EMPTY, phase
         # ph) and issues block k's boxes there when it is a box block. Its
-        # four warps each retire their reads (lag) and arrive; warp 0 reads
-        # block k's run start before its arrival and, for a box block, waits
-        # for all four before it issues.
+        # four warps each retire their reads (lag); warp 0 reads block k's
+        # run start before its arrival; each arrives on EMPTY, then waits
+        # until all four arrived (not under MLA_PP_GATHER_BOXES), and thread
+        # 0 issues.
         b = k & 1
         e, kw = empty[h][b], know["wg %d" % x]
-        ik = Know(kw.v)  # what the issuing warp knows
-        who = "wg %d issuer" % x
+        ks = [Know(kw.v) for _ in range(WARPS)]  # what each warp knows
         reading = k < nb and not gather_boxes
         late = reading and bug == "run-after-empty"
-        run_box = reading and not late and read_run(x, k, ik)
+        run_box = reading and not late and read_run(x, k, ks[0])
 
         def retire(w):
             for check, release in lag:
@@ -408,47 +414,47 @@ def run(nb, seed, bug=None):
                     raise AssertionError(why + " (changed under the wgmma)")
                 release(w)
 
+        def wait_all(w):
+            who = "wg %d warp %d" % (x, w)
+            if bug == "issue-before-empty" and w == 0:
+                skip(e, who)
+            elif not gather_boxes:
+                yield from wait(e, who, ph, ks[w])
+
         if not (run_box or late):
             # Nothing to issue: no one looks between the warps' retirements
             # and EMPTY's completion, so they go as one step.
             retire(None)
             for w in range(WARPS):
-                e.arrive(know=ik if w == 0 else kw)
-            skip(e, who)
-            kw.v |= ik.v
+                e.arrive(know=ks[w])
+            for w in range(WARPS):
+                yield from wait_all(w)
             yield
-            return
-
-        def warp(w):
-            retire(w)
-            e.arrive(know=ik if w == 0 else kw)
-            yield
-            if w != 0:
-                return
-            box_k = run_box
-            if late:
-                box_k = read_run(x, k, ik)
+        else:
+            def warp(w):
+                retire(w)
+                e.arrive(know=ks[w])
                 yield
-            if not box_k:
-                skip(e, who)
-                return
-            if bug == "issue-before-empty":
-                skip(e, who)
-            else:
-                yield from wait(e, who, ph, ik)
-            overwrite(h, b, k, "boxes (wg %d)" % x)
-            for a in HALF[h]:
-                arm(b, a, k, ik)
+                box_k = run_box
+                if late and w == 0:
+                    box_k = read_run(x, k, ks[0])
+                    yield
+                yield from wait_all(w)
+                if w == 0 and box_k:
+                    overwrite(h, b, k, "boxes (wg %d)" % x)
+                    for a in HALF[h]:
+                        arm(b, a, k, ks[0])
 
-        warps = [warp(w) for w in range(WARPS)]
-        while warps:
-            w = rnd.choice(warps)
-            try:
-                next(w)
-            except StopIteration:
-                warps.remove(w)
-            yield
-        kw.v |= ik.v
+            warps = [warp(w) for w in range(WARPS)]
+            while warps:
+                w = rnd.choice(warps)
+                try:
+                    next(w)
+                except StopIteration:
+                    warps.remove(w)
+                yield
+        for kn in ks:
+            kw.v |= kn.v
 
     def atoms_read(g, b, atoms, i, reader, rope=None):
         h = "L" if atoms[0] < 4 else "R"
@@ -649,8 +655,10 @@ def run(nb, seed, bug=None):
 
 
 def check(bug):
-    """The first failure over all block counts and schedules, or None."""
-    return planted.sweep(run, range(12), range(300), bug)
+    """The first failure over all block counts and schedules, or None.
+    MLA_PP_GATHER_BOXES differs only where blocks are boxed: its schedules
+    with every block gathered (seed % 3 == 0) would be the clean run's."""
+    return planted.sweep(run, range(12), [s for s in range(300) if s % 3 or bug != "gather-boxes"], bug)
 
 
 # Forms of the kernel that change only its speed: each must pass as well.
