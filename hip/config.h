@@ -177,9 +177,8 @@ static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-sp
 // odd block's into PX (its buffer's rope atom frees with the right half,
 // before the other warpgroup's PV reads P). Then the pair's statistics
 // (running max, the two blocks' factors, the row sums at the end: 5 x 64
-// fp32), the run starts of the next box-copied blocks (int [2][2]), and
-// the mbarriers FULL_L[2], FULL_R[2], EMPTY_L[2], EMPTY_R[2], QREADY, SC0,
-// SC1, P0R, P1R.
+// fp32), and the mbarriers FULL_L[2], FULL_R[2], EMPTY_L[2], EMPTY_R[2],
+// QREADY, SC0, SC1, P0R, P1R.
 constexpr int PP_BN = 64;
 constexpr int PP_ATOM = PP_BN * 128;        // bytes of one 64-column atom of a block
 constexpr int PP_BUF = (D_MAX / 64) * PP_ATOM; // bytes of one K/V block
@@ -188,7 +187,6 @@ struct Stage1PpSmem {
     int buf;   // two K/V blocks, PP_BUF bytes each
     int px;    // the odd block's P, one atom
     int pub;   // fp32 [5][64]: running max, the two factors, the two row sums
-    int runs;  // int [2][2]: a block's first slot if it lands as box copies, else -1
     int mbar;  // PP_NMBAR mbarriers, 8 bytes each
     int bytes; // dynamic shared memory to request (1024 bytes of alignment slack)
 };
@@ -202,8 +200,7 @@ constexpr Stage1PpSmem stage1_pp_smem_plan()
     m.buf = m.q + 64 * D_MAX * 2;
     m.px = m.buf + 2 * PP_BUF;
     m.pub = m.px + PP_ATOM;
-    m.runs = m.pub + 5 * 64 * 4;
-    m.mbar = m.runs + 4 * 4;
+    m.mbar = m.pub + 5 * 64 * 4;
     m.bytes = 1024 + m.mbar + PP_NMBAR * 8;
     return m;
 }

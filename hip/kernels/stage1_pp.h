@@ -36,9 +36,7 @@ namespace mla_dev {
 // block's chain reads the right half first (the half its own warpgroup
 // frees first): 262 us at K3 bs 32 / 16k with 64-token pages, against
 // auto's 277 and FlashMLA's 223 in the same run; the load waits fell from
-// 19% of the samples to 9.6%. Step 43: those copies leave from the
-// compute warpgroup that frees a half, right after its releasing wgmma,
-// as FlashMLA's do, with no hop through the gather warpgroup. A buffer
+// 19% of the samples to 9.6%. A buffer
 // frees by halves (V's left half is warpgroup 0's to read,
 // the right half warpgroup 1's), so the next block's left half is copied
 // while the right half is still in use. The gather warpgroup (warps 0-1
@@ -163,14 +161,6 @@ __device__ __forceinline__ bool pp_block_run(const Stage1Params &p, int first, i
     return __all_sync(0xffffffffu, ok);
 }
 
-// MLA_PP_GATHER_BOXES (A/B switch): the gather warpgroup issues every
-// block's box copies once the half is free, as in step 42.
-#ifdef MLA_PP_GATHER_BOXES
-constexpr bool PP_GATHER_BOXES = true;
-#else
-constexpr bool PP_GATHER_BOXES = false;
-#endif
-
 // tm: the pool as a tensor for the box copies (tm.on 0: the gather alone).
 __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const __grid_constant__ PoolTmaMap tm)
 {
@@ -181,7 +171,6 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         smem_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);
     bf16_t *Qs = (bf16_t *)(base + SM.q);
     float *Pub = (float *)(base + SM.pub);
-    int *Runs = (int *)(base + SM.runs);
     const uint32_t q_s = (uint32_t)__cvta_generic_to_shared(Qs);
     const uint32_t buf_s = (uint32_t)__cvta_generic_to_shared(base + SM.buf);
     const uint32_t px_s = (uint32_t)__cvta_generic_to_shared(base + SM.px);
@@ -251,39 +240,24 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         // arrive on FULL by themselves (cp.async.mbarrier.arrive), so the
         // right half's copies issue while the left half's fly. The next
         // block's slots are looked up while this one's copies fly. A block
-        // whose slots run contiguously (pp_block_run) lands as box copies,
-        // each on its atom's barrier with its byte count: a parity's first
-        // block's issued by thread 0 of the parity, a later one's by the
-        // compute warpgroup that frees each half (land), from the run start
-        // this warpgroup published two blocks ahead. All 64 arrive plainly
-        // on FULL, so FULL counts 64 arrivals either way.
+        // whose slots run contiguously (pp_block_run) lands as box copies
+        // issued by thread 0 of the parity, each on its atom's barrier with
+        // its byte count; all 64 arrive plainly on FULL, so FULL counts 64
+        // arrivals either way.
         regs_dec<40>();
         const int pw = (tid >> 6) & 1, lt = tid & 63, tk = lt >> 3, gc = lt & 7;
         const uint32_t dst = buf_s + (uint32_t)(pw * PP_BUF + tk * 128 + ((gc ^ tk) << 4));
         int64_t sl[8];
-        auto slots = [&](int j) { block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl); };
-        // Block j's first slot if it lands as box copies, else -1.
-        auto run_of = [&](int j) {
-            int s0 = -1;
-            return tm.on && pp_block_run(p, kv0 + beg, j, nb, n, s0) ? s0 : -1;
-        };
-        // Block k's run start, for the compute warpgroup that frees block
-        // k - 2's half: written before this thread's arrivals for block k - 2
-        // (FULL on the box path, ATOM on the gather's), which its readers
-        // acquire before they free block k - 2; it overwrites block k - 4's,
-        // read before its readers freed block k - 6, which this parity waited
-        // for before block k - 4's copies.
-        auto publish_run = [&](int k, int s0) {
-            if (lt == 0)
-                Runs[2 * pw + ((k >> 1) & 1)] = s0;
+        int s0 = 0;
+        bool run = false;
+        auto slots = [&](int j) {
+            block_slots(p, kv0 + beg, j, PP_BN, nb, n, tk, 8, sl);
+            run = tm.on && pp_block_run(p, kv0 + beg, j, nb, n, s0);
         };
         const uint32_t atom0 = buf_s + (uint32_t)(pw * PP_BUF);
-        // The first box-copied block of a parity: the half's 64 FULL
-        // arrivals at once, its bytes on the atoms' barriers. A later one's
-        // boxes come from the compute warpgroup that freed the half
-        // (pp_land), and FULL only says so. A gathered half: the atoms'
-        // arrivals at once.
-        auto boxes = [&](uint32_t bar, int a0, int a1, int s0) {
+        // A box-copied half: its 64 FULL arrivals at once, its bytes on
+        // the atoms' barriers. A gathered half: the atoms' arrivals at once.
+        auto boxes = [&](uint32_t bar, int a0, int a1) {
             mbar_arrive(bar);
             if (lt == 0)
                 for (int a = a0; a < a1; ++a) {
@@ -312,19 +286,14 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
             }
         };
         slots(pw);
-        int s_cur = run_of(pw), s_nxt = run_of(pw + 2);
-        publish_run(pw + 2, s_nxt);
         for (int j = pw; j < nb; j += 2) {
             const uint32_t ph = (uint32_t)((j >> 1) - 1) & 1; // block j - 2's release
             // One half of block j: after its readers released block j - 2's.
             auto half = [&](uint32_t empty, uint32_t full, int a0, int a1) {
                 if (j >= 2)
                     mbar_wait(empty, ph);
-                if (s_cur >= 0) {
-                    if (j >= 2 && !PP_GATHER_BOXES)
-                        mbar_arrive(full);
-                    else
-                        boxes(full, a0, a1, s_cur);
+                if (run) {
+                    boxes(full, a0, a1);
                 } else {
                     copy(a0, a1);
                     cp_async_mbar_arrive(full);
@@ -345,9 +314,6 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 half_r();
             }
             slots(j + 2);
-            s_cur = s_nxt;
-            s_nxt = run_of(j + 4);
-            publish_run(j + 4, s_nxt);
 #ifdef MLA_PP_L2_PREFETCH
             // A/B switch (off by default): block j + 2's lines into L2 now,
             // so that its copies, issued once block j's halves free, wait
@@ -471,33 +437,6 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 wgmma_m64n256k16_tb(o, dp + 2 * k, dv + (uint64_t)k * (2048 >> 4));
             wg_commit();
         };
-        // Free this warpgroup's half [a0, a1) of block k - 2's buffer
-        // (EMPTY e, phase ph) and, when block k lands there as box copies,
-        // issue them at once (FlashMLA's schedule: the copies leave when the
-        // releasing wgmma is done, with no hop through the gather). The
-        // warpgroup's first warp reads the run start before its arrival
-        // (the gather overwrites it after that release). Every warp then
-        // waits until all four arrived, so that the other warps' wgmma
-        // reads of the half are done too (each warp's wait_group covers
-        // its own rows only). The wait is unconditional: under the run test
-        // it made ptxas lay out the pair loop twice (9,039 SASS lines
-        // against 7,095; 6% slower on the H200, step 43).
-        auto land = [&](uint32_t e, uint32_t ph, int k, int a0, int a1) {
-            const int bk = k & 1;
-            const int t = tid & 127;
-            const int s0 = t < 32 && k < nb && !PP_GATHER_BOXES ? Runs[2 * bk + ((k >> 1) & 1)] : -1;
-            mbar_arrive(e);
-            if (!PP_GATHER_BOXES)
-                mbar_wait(e, ph);
-            if (s0 >= 0) {
-                if (t == 0)
-                    for (int a = a0; a < a1; ++a) {
-                        const uint32_t bar = atom_mb(bk, a), at = buf_s + (uint32_t)(bk * PP_BUF + a * PP_ATOM);
-                        mbar_arrive_expect_tx(bar, (uint32_t)PP_ATOM);
-                        tma_load_2d(at, tm.map, TMA_BOX_COLS * a, s0, bar);
-                    }
-            }
-        };
         // Pair q: blocks 2q (warpgroup 0's, buffer 0) and 2q + 1 (warpgroup
         // 1's, buffer 1; absent when nb is odd and q is the last pair). The
         // two chains of a pair run side by side; only the two softmaxes are
@@ -514,9 +453,8 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
         // SC0 of pair q + 1, which follows warpgroup 0's wait for P1R of
         // pair q; a half's EMPTY for block j + 2 follows the read of block j
         // + 2, whose FULL (and ATOM) arrivals follow the gather's wait for
-        // that EMPTY of block j (or, for boxes land issues, the issuing
-        // warp's), which follows the consumers' FULL and ATOM waits of
-        // block j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
+        // that EMPTY of block j, which follows the consumers' FULL and ATOM
+        // waits of block j. Write-after-read: P1 of pair q + 1 is stored after SC0 of pair
         // q + 1, which warpgroup 0 arrives after its PV of P1 of pair q has
         // completed; P0 of pair q + 1 goes into the rope atom of block 2q +
         // 2, which the gather copies only after warpgroup 1's EMPTY_R(0) of
@@ -549,7 +487,7 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                 pv_regs(pa, wg_desc_mn_sw128_lbo(b0, PP_ATOM));
                 wg_wait<0>();
                 fence_regs(o);
-                land(empty_l(0), ph, i0 + 2, 0, 4);
+                mbar_arrive(empty_l(0));
                 // Block 2q + 1's factor: P(2q) at the pair's max for the
                 // other warpgroup, and this half of O and l rescaled.
                 mbar_wait(mb_sc1, ph);
@@ -573,12 +511,12 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                         // left half frees once the PV is done.
                         chain_l(i0 + 2, std::true_type{});
                         wg_wait<L_GROUPS>(); // the PV, not chain_l's groups
-                        land(empty_l(1), ph, i0 + 3, 0, 4);
+                        mbar_arrive(empty_l(1));
                         chain_r(i0 + 2, std::false_type{});
                         wg_wait<0>();
                     } else {
                         wg_wait<0>();
-                        land(empty_l(1), ph, i0 + 3, 0, 4);
+                        mbar_arrive(empty_l(1));
                     }
                 }
                 fence_regs(o);
@@ -622,14 +560,14 @@ __global__ void __launch_bounds__(384, 1) stage1_pp_kernel(Stage1Params p, const
                     pv_regs(pa, wg_desc_mn_sw128_lbo(b1 + 4u * PP_ATOM, PP_ATOM));
                     pv0();
                     wg_wait<1>();
-                    land(empty_r(1), ph, i1 + 2, 4, 9);
+                    mbar_arrive(empty_r(1));
                     wg_wait<0>();
                 } else {
                     pv0();
                     wg_wait<0>();
                 }
                 fence_regs(o);
-                land(empty_r(0), ph, i1 + 1, 4, 9);
+                mbar_arrive(empty_r(0));
                 if (next) {
                     chain_odd(i1 + 2);
                     wg_wait<0>();
