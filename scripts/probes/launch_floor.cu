@@ -153,21 +153,17 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(slots, hs.data(), hs.size() * sizeof(int), cudaMemcpyHostToDevice));
     const size_t pool_n = pool_b / 16;
     for (int grid : {8, 32, 132}) {
-        printf("chain kernel %3d x 384 (slot, 72 KB, 64 KB): %6.2f us\n", grid, time_graph(st, [&](int i) {
-                   cudaLaunchConfig_t cfg = {};
-                   cfg.gridDim = grid;
-                   cfg.blockDim = 384;
-                   cfg.dynamicSmemBytes = big;
-                   cfg.stream = st;
-                   CK(cudaLaunchKernelEx(&cfg, k_chain, (const int *)slots + 132 * i, (const int4 *)pool, part, pool_n));
-               }));
+        auto chain = [&](int i) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = grid;
+            cfg.blockDim = 384;
+            cfg.dynamicSmemBytes = big;
+            cfg.stream = st;
+            CK(cudaLaunchKernelEx(&cfg, k_chain, (const int *)slots + 132 * i, (const int4 *)pool, part, pool_n));
+        };
+        printf("chain kernel %3d x 384 (slot, 72 KB, 64 KB): %6.2f us\n", grid, time_graph(st, chain));
         printf("  + empty 192 x 256, PDL:                   %6.2f us\n", time_graph(st, [&](int i) {
-                   cudaLaunchConfig_t cfg = {};
-                   cfg.gridDim = grid;
-                   cfg.blockDim = 384;
-                   cfg.dynamicSmemBytes = big;
-                   cfg.stream = st;
-                   CK(cudaLaunchKernelEx(&cfg, k_chain, (const int *)slots + 132 * i, (const int4 *)pool, part, pool_n));
+                   chain(i);
                    launch(st, k_wait, 192, 256, 0, true, out);
                }));
     }
