@@ -1,25 +1,27 @@
 #!/bin/bash
 # The time budget of a bs 1 call (issue 13's <= 10 us bar), in one device
 # command from the repo root: mla-bench graph medians (fast tier, 64-token
-# pages) of K3 and DSV3 bs 1 at prefixes 64, 1024 and 4096 from five builds,
-# interleaved in rounds: the tree as it is (full), and four copies patched
+# pages) of K3 and DSV3 bs 1 at prefixes 64, 1024 and 4096 from six builds,
+# interleaved in rounds: the tree as it is (full), and five copies patched
 # here for timing only (their results are wrong; nothing is validated):
 #   nos2    launch_fast returns before stage 2: stage 1 alone;
 #   s1empty stage1_ws_kernel returns right after its PDL trigger: the
 #           launches, and stage 2 on whatever the workspace holds;
 #   both    both patches: the two launches alone;
 #   loads   nos2, and stage1_ws_kernel returns once Q and its first tiles
-#           have landed (the prologue's __syncthreads): its memory path.
+#           have landed (the prologue's __syncthreads): its memory path;
+#   nostore nos2 without stage 1's partial store (the O staging it reads
+#           may go too).
 # full - nos2 is stage 2's tail after stage 1; nos2 - both the stage-1 path,
-# of which loads - both is the prologue's loads and nos2 - loads the tiles
-# (chains, softmax, PV) and the partial store.
+# of which loads - both is the prologue's loads, nos2 - loads the tiles
+# (chains, softmax, PV) and the partial store, and nos2 - nostore the store.
 # The launch and memory floors of scripts/probes/launch_floor.cu too.
 #   OUT=DIR bash scripts/bs1_budget.sh [--rounds N]
-help_end=17
+help_end=19
 . "$(dirname "$0")/pilot_common.sh"
 nvcc -O2 -std=c++17 -arch=sm_90a -o /tmp/lf scripts/probes/launch_floor.cu && /tmp/lf | tee "$OUT/launch_floor.txt"
 s2='return launch_stage2<bf16_t>(p2, bs, a.stream, true);'
-for d in nos2 s1empty both loads; do
+for d in nos2 s1empty both loads nostore; do
     rm -rf /tmp/d_$d && mkdir -p /tmp/d_$d
     tar --exclude='./build*' --exclude=./.tools --exclude=./.sglang --exclude=./.git -cf - . | tar -xf - -C /tmp/d_$d
     if [ $d != s1empty ]; then
@@ -29,6 +31,9 @@ for d in nos2 s1empty both loads; do
     fi
     if [ $d = s1empty ] || [ $d = both ]; then
         sed -i 's/^    pdl_launch_dependents();$/    pdl_launch_dependents();\n    return;/' /tmp/d_$d/hip/kernels/stage1_ws.h
+    fi
+    if [ $d = nostore ]; then
+        sed -i '/^    store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);$/d' /tmp/d_$d/hip/kernels/stage1_ws.h
     fi
     if [ $d = loads ]; then
         sed -i 's/^    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;$/    return;\n&/' /tmp/d_$d/hip/kernels/stage1_ws.h
@@ -40,7 +45,7 @@ done
 cases=12,8,1,64:12,8,1,1024:12,8,1,4096:16,4,1,64:16,4,1,1024:16,4,1,4096
 mkdir -p /tmp/bb
 for r in $(seq 1 "$rounds"); do
-    for d in full nos2 s1empty both loads; do
+    for d in full nos2 s1empty both loads nostore; do
         bin=build-cuda/hip/mla-bench; [ $d = full ] || bin=/tmp/d_$d/build-cuda/hip/mla-bench
         $bin --cases "$cases" --no-ceilings --backends fast --kv-layout pages64 --out /tmp/bb > "$OUT/bench_r${r}_$d.log" 2>&1
         echo "== round $r $d"
