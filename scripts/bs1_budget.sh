@@ -20,32 +20,32 @@
 help_end=19
 . "$(dirname "$0")/pilot_common.sh"
 nvcc -O2 -std=c++17 -arch=sm_90a -o /tmp/lf scripts/probes/launch_floor.cu && /tmp/lf | tee "$OUT/launch_floor.txt"
-s2='return launch_stage2<bf16_t>(p2, bs, a.stream, true);'
-for d in nos2 s1empty both loads nostore; do
+variants="nos2 s1empty both loads nostore"
+# patch D FILE SED: applies SED to copy D's FILE; a patch that no longer
+# matches the source (the file unchanged) stops the run, so that no variant
+# silently times the unpatched tree.
+patch() {
+    sed -i "$3" "/tmp/d_$1/$2"
+    if cmp -s "$2" "/tmp/d_$1/$2"; then echo "$1: the patch of $2 matched nothing"; exit 1; fi
+}
+for d in $variants; do
     rm -rf /tmp/d_$d && mkdir -p /tmp/d_$d
     tar --exclude='./build*' --exclude=./.tools --exclude=./.sglang --exclude=./.git -cf - . | tar -xf - -C /tmp/d_$d
-    if [ $d != s1empty ]; then
-        # Only launch_fast's last line (the pair path's return is indented deeper).
-        sed -i "s/^    $s2\$/    return hipSuccess;/" /tmp/d_$d/hip/api.hip
-        if grep -q "^    $s2\$" /tmp/d_$d/hip/api.hip; then echo "nos2 patch missed"; exit 1; fi
-    fi
-    if [ $d = s1empty ] || [ $d = both ]; then
-        sed -i 's/^    pdl_launch_dependents();$/    pdl_launch_dependents();\n    return;/' /tmp/d_$d/hip/kernels/stage1_ws.h
-    fi
-    if [ $d = nostore ]; then
-        sed -i '/^    store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);$/d' /tmp/d_$d/hip/kernels/stage1_ws.h
-    fi
-    if [ $d = loads ]; then
-        sed -i 's/^    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;$/    return;\n&/' /tmp/d_$d/hip/kernels/stage1_ws.h
-    fi
-    (cd /tmp/d_$d && diff -r -q "$OLDPWD/hip" hip; cmake --preset cuda > /dev/null && cmake --build --preset cuda --target mla-bench) \
+    # launch_fast's last line only (the pair path's return is indented deeper).
+    [ $d = s1empty ] || patch $d hip/api.hip 's/^    return launch_stage2<bf16_t>(p2, bs, a.stream, true);$/    return hipSuccess;/'
+    case $d in
+        s1empty|both) patch $d hip/kernels/stage1_ws.h 's/^    pdl_launch_dependents();$/&\n    return;/' ;;
+        nostore) patch $d hip/kernels/stage1_ws.h '/^    store_partial<ROWS, NT>(p, y, part_row0, Os, OSP);$/d' ;;
+        loads) patch $d hip/kernels/stage1_ws.h 's/^    constexpr int QR = TWO ? 0 : PVG ? 28 : 32;$/    return;\n&/' ;;
+    esac
+    (cd /tmp/d_$d && cmake --preset cuda > /dev/null && cmake --build --preset cuda --target mla-bench) \
         > "$OUT/build_$d.log" 2>&1 || { echo "build $d failed"; tail -20 "$OUT/build_$d.log"; exit 1; }
-    echo "$d: $(head -3 "$OUT/build_$d.log" | tr '\n' ' ')"
+    echo "$d: built"
 done
 cases=12,8,1,64:12,8,1,1024:12,8,1,4096:16,4,1,64:16,4,1,1024:16,4,1,4096
 mkdir -p /tmp/bb
 for r in $(seq 1 "$rounds"); do
-    for d in full nos2 s1empty both loads nostore; do
+    for d in full $variants; do
         bin=build-cuda/hip/mla-bench; [ $d = full ] || bin=/tmp/d_$d/build-cuda/hip/mla-bench
         $bin --cases "$cases" --no-ceilings --backends fast --kv-layout pages64 --out /tmp/bb > "$OUT/bench_r${r}_$d.log" 2>&1
         echo "== round $r $d"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 #include <cuda_runtime.h>
 
@@ -89,7 +90,10 @@ static double time_graph(cudaStream_t st, F call)
     return t[t.size() / 2];
 }
 
-static void launch(cudaStream_t st, void (*k)(float *), int grid, int block, int smem, bool pdl, float *out)
+// One launch of kernel k(args...), with programmatic dependent launch when
+// pdl (the second kernel of a call may then start before the first ends).
+template <typename... P, typename... A>
+static void launch(cudaStream_t st, void (*k)(P...), int grid, int block, int smem, bool pdl, A... args)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -101,11 +105,15 @@ static void launch(cudaStream_t st, void (*k)(float *), int grid, int block, int
     a[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = a;
     cfg.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, k, out));
+    CK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")) {
+        fprintf(stderr, "launch_floor: unknown argument '%s' (see --help)\n", argv[1]);
+        return 2;
+    }
     if (argc > 1) {
         printf("usage: launch_floor\nPer-call us of CUDA-graph replays (%d calls a graph, median of 21):\n"
                "empty kernels, their shared-memory size, two kernels with and without PDL,\n"
@@ -154,12 +162,7 @@ int main(int argc, char **argv)
     const size_t pool_n = pool_b / 16;
     for (int grid : {8, 32, 132}) {
         auto chain = [&](int i) {
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = grid;
-            cfg.blockDim = 384;
-            cfg.dynamicSmemBytes = big;
-            cfg.stream = st;
-            CK(cudaLaunchKernelEx(&cfg, k_chain, (const int *)slots + 132 * i, (const int4 *)pool, part, pool_n));
+            launch(st, k_chain, grid, 384, big, false, (const int *)slots + 132 * i, (const int4 *)pool, part, pool_n);
         };
         printf("chain kernel %3d x 384 (slot, 72 KB, 64 KB): %6.2f us\n", grid, time_graph(st, chain));
         printf("  + empty 192 x 256, PDL:                   %6.2f us\n", time_graph(st, [&](int i) {
