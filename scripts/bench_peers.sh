@@ -11,7 +11,7 @@
 #       [--layouts pages64,random] [--out DIR] [--commit HASH] [--json reports/h200/peers.json]
 #
 # Writes DIR/raw/*.jsonl (one line per timed case and round) and, through
-# scripts/peers_report.py, peers.json and peers.md (medians over rounds,
+# scripts/lib/peers_report.py, peers.json and peers.md (medians over rounds,
 # ratios, % of the roofline measured in the same run).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -146,6 +146,6 @@ for line in sys.stdin:
     done
 done
 
-python3 "$here/peers_report.py" --raw "$raw/all.jsonl" --out "$out" --commit "$commit" \
+python3 "$here/lib/peers_report.py" --raw "$raw/all.jsonl" --out "$out" --commit "$commit" \
     --command "scripts/bench_peers.sh --rounds $rounds --grid $grid --layouts $layouts${before:+ --before}${sglang:+ --sglang}" \
     ${json:+--json "$json"}

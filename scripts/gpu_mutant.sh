@@ -8,7 +8,7 @@
 # 2 on a usage, copy or build error. Runs on the device machine, from the
 # repo root.
 #   OUT=DIR bash scripts/gpu_mutant.sh [--sanitize TOOL] FILE FROM TO BACKEND CASE...
-# e.g. the draft fold's 0 x NaN (docs/perf-log.md step 31):
+# e.g. the draft fold's 0 x NaN (docs/perf/2026-12-02-draft-fold.md):
 #   OUT=... bash scripts/gpu_mutant.sh hip/kernels/stage1_ws.h \
 #       'if (ws_draft_values_nonfinite(' 'if (false && ws_draft_values_nonfinite(' gpu:pvg k3-nan-draft
 set -u

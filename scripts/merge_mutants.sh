@@ -16,7 +16,7 @@ case "${1:-}" in -h|--help) sed -n 2,11p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; 
 f=hip/api.hip
 cases=(k3-bs40-one-split k3-bs64-4k)
 backend=gpu:pvg name=merge_mutant
-. "$(dirname "$0")/mutants_common.sh"
+. "$(dirname "$0")/lib/mutants_common.sh"
 run 'p1.part_lse = g.lse;' '(void)0;'
 run 'if (direct)
         return hipSuccess;' 'if (direct && false)

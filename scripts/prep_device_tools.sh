@@ -2,7 +2,7 @@
 # Lays out the git-excluded folders the device scripts carry, on this
 # (networked) machine, before a device session:
 #   .tools/flashmla_bench   FlashMLA's bench (SPEC section 8a), from ../shared/tools
-#   .tools/base-src         the source tree of a base commit, for scripts/ab_base.sh
+#   .tools/base-src         the source tree of a base commit, for lab/common/ab_base.sh
 #   .tools/before/          (with --before-build) that base's mla-bench, for final_h200.sh;
 #                           built here with nvcc, so it needs the cuda preset's tools
 #   .sglang/                SGLang 0.5.23's Triton verify / extend kernels (SPEC section 8b),

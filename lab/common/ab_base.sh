@@ -22,7 +22,7 @@
 # --no-sanitize skips the three compute-sanitizer runs. --also ARGS times
 # the change's own build once more with the extra mla-bench arguments ARGS
 # (e.g. "--merge stage2"; repeatable: also1, also2, ...).
-#   OUT=DIR bash scripts/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K]
+#   OUT=DIR bash lab/common/ab_base.sh [--rounds N] [--ncu] [--variant FLAGS] [--kernel K]
 #       [--variant-kernel K] [--check-backend B] [--bench-only] [--self-base] [--no-sanitize]
 #       [--also ARGS]
 help_end=27
@@ -59,9 +59,7 @@ extra=()
 case $kernel in
     auto|ws) ;;
     ws-pvg) extra=(--backend gpu:pvg) ;;
-    ws-pp) extra=(--backend gpu:pp) ;;
-    pair) extra=(--backend gpu:pair) ;;
-    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg, ws-pp, pair)" >&2; exit 2 ;;
+    *) echo "ab_base.sh: --kernel $kernel: no backend known for it (auto, ws, ws-pvg)" >&2; exit 2 ;;
 esac
 extra+=("${checks[@]}")
 . "$(dirname "$0")/pilot_common.sh"
@@ -94,15 +92,15 @@ for a in "${!alsos[@]}"; do
 done
 if [ $bench_only = 0 ]; then
     # The shipped files on the fixed rows plus every checked backend not among them.
-    fx=(--backend gpu --backend gpu:rows96 --backend gpu:pvg --backend gpu:pvg-s2)
+    fx=(--backend gpu --backend gpu:pvg --backend gpu:pvg-s2)
     for ((i = 1; i < ${#extra[@]}; i += 2)); do
         [[ " ${fx[*]} " = *" ${extra[i]} "* ]] || fx+=(--backend "${extra[i]}")
     done
     pilot_validate fixtures "${fx[@]}" fixtures/data
-    pilot_validate small --catalogue --small --backend gpu --backend gpu:rows96 "${extra[@]}"
+    pilot_validate small --catalogue --small --backend gpu "${extra[@]}"
     pilot_validate large --catalogue --backend gpu "${extra[@]}" k3-splits-wide k3-4k k3-16k dsv3-16k \
         k3-bs64-4k k3-bs40-one-split needle-k3-4k needle-dsv3-16k
-    [ $sanitize = 0 ] || pilot_sanitize --catalogue --backend gpu --backend gpu:rows96 "${extra[@]}" k3-edges dsv3-edges k3-splits k3-nan-draft k3-dv256 \
+    [ $sanitize = 0 ] || pilot_sanitize --catalogue --backend gpu "${extra[@]}" k3-edges dsv3-edges k3-splits k3-nan-draft k3-dv256 \
         ragged
     echo "checks done $(( $(date +%s) - t0 )) s"
 fi
@@ -129,12 +127,12 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "bench done $(( $(date +%s) - t0 )) s"
 if [ $ncu_too = 1 ]; then
-    ncu --clock-control none --cache-control none -k "regex:stage1_(ws|pp|pair)" -s 6 -c 1 \
+    ncu --clock-control none --cache-control none -k "regex:stage1_ws" -s 6 -c 1 \
         --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
         --section SourceCounters --page details \
         $nb --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel --out /tmp/ncu_b \
         > "$OUT/ncu.txt" 2>&1
-    pilot_ncu_top k3bs32 "stage1_(ws|pp|pair)" 45 --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel \
+    pilot_ncu_top k3bs32 "stage1_ws" 45 --only 12,8,32,16384 --no-ceilings --backends fast --fast-kernel $kernel \
         --out /tmp/ncu_b
     echo "ncu done $(( $(date +%s) - t0 )) s"
 fi

@@ -8,9 +8,9 @@
 # 16k and 64k (one split, ws-pvg) with and without the merge kernel
 # (--merge stage2), interleaved in rounds, both slot layouts. Logs under
 # $OUT.
-#   OUT=DIR bash scripts/direct_ab.sh [--rounds N]
+#   OUT=DIR bash lab/direct-write/direct_ab.sh [--rounds N]
 help_end=10
-. "$(dirname "$0")/pilot_common.sh"
+. "$(dirname "$0")/../common/pilot_common.sh"
 be=(--backend gpu --backend gpu:pvg --backend gpu:pvg-s2)
 pilot_validate one-split --catalogue "${be[@]}" k3-bs40-one-split k3-bs64-4k k3-4k dsv3-16k
 pilot_validate fixtures "${be[@]}" fixtures/data

@@ -7,9 +7,9 @@
 # block on one CTA (the slope over the prefixes) and the call's fixed cost.
 # Stage 2 still runs: the direct write needs the plan's grid to hold one
 # split, and a bs 1 plan holds 66 or more (docs/perf-log.md step 44).
-#   OUT=DIR bash scripts/bs1_floor.sh
+#   OUT=DIR bash lab/bs1-budget/bs1_floor.sh
 help_end=10
-. "$(dirname "$0")/pilot_common.sh"
+. "$(dirname "$0")/../common/pilot_common.sh"
 cases=12,8,1,64:12,8,1,128:12,8,1,256:12,8,1,512:12,8,1,1024:12,8,1,4096:16,4,1,64:16,4,1,256:16,4,1,1024:16,4,1,4096
 mkdir -p /tmp/bs1f
 for r in $(seq 1 "$rounds"); do

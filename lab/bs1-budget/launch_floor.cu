@@ -3,7 +3,7 @@
 // a call (graph of NCALL calls, median of the replays / NCALL). What a call
 // of stage 1 + stage 2 costs before any attention work, and what a cold
 // dependent load chain adds. A measurement tool, not product code.
-//   nvcc -O2 -arch=sm_90a -o launch_floor scripts/probes/launch_floor.cu && ./launch_floor
+//   nvcc -O2 -arch=sm_90a -o launch_floor lab/bs1-budget/launch_floor.cu && ./launch_floor
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
-# Sourced by the one-command device pilots (fp8_pilot.sh, pvg_ab.sh,
-# ab_base.sh, ncu_overhead.sh, bs1_probe.sh) from the repo root: reads --rounds N (sets rounds, default 2)
+# Sourced by the one-command device pilots of lab/ (ab_base.sh and the
+# drivers in lab/*/) from the repo root: reads --rounds N (sets rounds, default 2)
 # and --help (prints the caller's header, comment lines 2 .. $help_end),
 # requires $OUT, builds the 'cuda' preset into $OUT/build.log and prints the
 # stage-1 ws kernels' ptxas lines. Sets t0 to the start time, and defines
@@ -59,6 +59,6 @@ pilot_ncu_top() {
     shift 3
     ncu --clock-control none --cache-control none -k regex:"$kre" -s 6 -c 1 --section SourceCounters \
         --page source --csv --print-source sass build-cuda/hip/mla-bench "$@" 2>/dev/null |
-        tee "$OUT/ncu_src_$name.csv" | python3 scripts/ncu_top.py "$n" > "$OUT/ncu_top_$name.txt" 2>&1
+        tee "$OUT/ncu_src_$name.csv" | python3 lab/common/ncu_top.py "$n" > "$OUT/ncu_top_$name.txt" 2>&1
     gzip -f "$OUT/ncu_src_$name.csv"
 }

@@ -5,9 +5,9 @@
 # memcheck / racecheck / synccheck), then time it against ws on the K3 and
 # DSV3 TP8 shapes, interleaved rounds, 64-token pages and random slots.
 # Logs under $OUT.
-#   OUT=DIR bash scripts/pvg_ab.sh [--rounds N]
+#   OUT=DIR bash lab/ws-pvg-gather/pvg_ab.sh [--rounds N]
 help_end=8
-. "$(dirname "$0")/pilot_common.sh"
+. "$(dirname "$0")/../common/pilot_common.sh"
 pilot_validate fixtures --backend gpu:pvg --backend gpu fixtures/data
 pilot_validate small --catalogue --small --backend gpu:pvg
 pilot_validate large --catalogue --backend gpu:pvg k3-splits-wide k3-4k k3-16k dsv3-16k k3-bs64-4k \

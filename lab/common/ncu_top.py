@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Top SASS lines by warp-stall samples from `ncu --page source --csv
 --print-source sass` output (stdin), with the stall-reason columns that are
-non-zero. Usage: ncu ... | python3 scripts/ncu_top.py [N]"""
+non-zero. Usage: ncu ... | python3 lab/common/ncu_top.py [N]"""
 import csv, sys
 
 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):

@@ -2,16 +2,17 @@
 # Where a bs 1 call's time goes (issue 13's <= 10 us bar), in one device
 # command from the repo root: build the 'cuda' preset; time the fast tier at
 # K3 and DSV3 bs 1 / 1k and 4k (64-token pages, mla-bench graph medians)
-# under each smallest split, stage-1 kernel and row blocking; ncu durations
+# under each smallest split and stage-1 kernel (the 96-row and mma
+# variants it also timed were deleted: tag kernels-before-house2); ncu durations
 # of stage 1 and stage 2 of one call; the SASS stall profiles of stage 1 at
 # K3 bs 1 / 1k and of stage 2 at K3 bs 1 / 4k. Logs under $OUT.
-#   OUT=DIR bash scripts/bs1_probe.sh
-help_end=8
-. "$(dirname "$0")/pilot_common.sh"
+#   OUT=DIR bash lab/bs1-knobs/bs1_probe.sh
+help_end=9
+. "$(dirname "$0")/../common/pilot_common.sh"
 cases=12,8,1,1024:12,8,1,4096:16,4,1,1024:16,4,1,4096
 bench() { build-cuda/hip/mla-bench --cases "$cases" --no-ceilings --backends fast --kv-layout pages64 --out /tmp/bs1 "$@"; }
 mkdir -p /tmp/bs1
-for v in "" "--min-split 32" "--min-split 128" "--min-split 256" "--fast-rows 96" "--fast-kernel ws-pvg" "--fast-kernel mma"; do
+for v in "" "--min-split 32" "--min-split 128" "--min-split 256" "--fast-kernel ws-pvg"; do
     echo "== variant '${v:-default}'"
     bench $v > "$OUT/bench_${v// /_}.log" 2>&1
     grep -E 'fast' "$OUT/bench_${v// /_}.log" | head -8

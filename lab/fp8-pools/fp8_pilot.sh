@@ -4,12 +4,12 @@
 # the shipped and catalogue fp8 cases, compute-sanitizer on the small fp8
 # cases, and a same-run bf16 / fp8 timing of the K3 and DSV3 TP8 shapes
 # (interleaved rounds). Logs under $OUT.
-#   OUT=DIR bash scripts/fp8_pilot.sh [--rounds N]
+#   OUT=DIR bash lab/fp8-pools/fp8_pilot.sh [--rounds N]
 help_end=7
-. "$(dirname "$0")/pilot_common.sh"
+. "$(dirname "$0")/../common/pilot_common.sh"
 build-cuda/hip/test_gpu_fp8; echo "fp8 decode rc $?"
-pilot_validate fixtures --backend gpu --backend gpu-baseline --backend gpu-fallback --backend gpu:rows96 \
-    --backend gpu:mma fixtures/data/k3-fp8-e4m3fn.h5 fixtures/data/k3-fp8-e4m3fnuz.h5
+pilot_validate fixtures --backend gpu --backend gpu-baseline --backend gpu-fallback \
+    fixtures/data/k3-fp8-e4m3fn.h5 fixtures/data/k3-fp8-e4m3fnuz.h5
 pilot_validate catalogue --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback \
     k3-fp8-e4m3fn-4k dsv3-fp8-e4m3fnuz-16k k3-edges dsv3-edges
 pilot_sanitize --catalogue --backend gpu --backend gpu-baseline --backend gpu-fallback k3-fp8-e4m3fn \

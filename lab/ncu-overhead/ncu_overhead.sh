@@ -5,9 +5,9 @@
 # 64-token pages, and the SASS stall profiles of stage 1 and stage 2 at
 # bs 8 / 16k.
 # Logs under $OUT.
-#   OUT=DIR bash scripts/ncu_overhead.sh
+#   OUT=DIR bash lab/ncu-overhead/ncu_overhead.sh
 help_end=8
-. "$(dirname "$0")/pilot_common.sh"
+. "$(dirname "$0")/../common/pilot_common.sh"
 mkdir -p /tmp/ncu_o
 # bench CASE: mla-bench's arguments for one fast-tier call at CASE (H,L,bs,prefix).
 bench() { echo --only "$1" --no-ceilings --backends fast --kv-layout pages64 --out /tmp/ncu_o; }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Shared by pp_mutants.sh, pair_mutants.sh and merge_mutants.sh (sourced, after they set f,
+# Shared by the mutant lists (scripts/merge_mutants.sh; sourced, after they set f,
 # backend, cases and name): `run FROM TO` plants one bug in $f through
 # gpu_mutant.sh and runs $backend on ${cases[@]}, logs under
 # $OUT/${name}_N; `mutants_done` prints the count and fails unless every

@@ -15,11 +15,11 @@
 # full - nos2 is stage 2's tail after stage 1; nos2 - both the stage-1 path,
 # of which loads - both is the prologue's loads, nos2 - loads the tiles
 # (chains, softmax, PV) and the partial store, and nos2 - nostore the store.
-# The launch and memory floors of scripts/probes/launch_floor.cu too.
-#   OUT=DIR bash scripts/bs1_budget.sh [--rounds N]
+# The launch and memory floors of lab/bs1-budget/launch_floor.cu too.
+#   OUT=DIR bash lab/bs1-budget/bs1_budget.sh [--rounds N]
 help_end=19
-. "$(dirname "$0")/pilot_common.sh"
-nvcc -O2 -std=c++17 -arch=sm_90a -o /tmp/lf scripts/probes/launch_floor.cu && /tmp/lf | tee "$OUT/launch_floor.txt"
+. "$(dirname "$0")/../common/pilot_common.sh"
+nvcc -O2 -std=c++17 -arch=sm_90a -o /tmp/lf lab/bs1-budget/launch_floor.cu && /tmp/lf | tee "$OUT/launch_floor.txt"
 variants="nos2 s1empty both loads nostore"
 # patch D FILE SED: applies SED to copy D's FILE; a patch that no longer
 # matches the source (the file unchanged) stops the run, so that no variant
