@@ -1,5 +1,6 @@
 /* mla-validate's command line: options, usage text, file collection. */
 #include "internal.h"
+#include "mla/fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -103,6 +104,12 @@ void val_strvec_free(val_strvec *s)
     free(s->v);
     s->v = NULL;
     s->n = s->cap = 0;
+}
+
+const char *val_base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
 }
 
 static int cmpstr(const void *a, const void *b)
@@ -270,6 +277,24 @@ int val_parse_args(int argc, char **argv, val_opts *o)
         fprintf(stderr, "mla-validate: no fixture files given\n");
         usage(stderr);
         return VAL_EXIT_BAD;
+    }
+    /* Every input is protected from every writer of this run (device and
+     * inode, whatever the name: fsutil.h), and two inputs whose dumps would
+     * have one name are refused before anything runs. */
+    for (size_t k = 0; k < o->files.n; ++k) {
+        mla_error err = {{0}};
+        if (mla_protect_input(o->files.v[k], &err) != MLA_OK) {
+            fprintf(stderr, "mla-validate: %s\n", err.msg);
+            goto bad;
+        }
+        for (size_t j = 0; o->dump_dir && j < k; ++j)
+            if (!strcmp(val_base_name(o->files.v[j]), val_base_name(o->files.v[k]))) {
+                fprintf(stderr,
+                        "mla-validate: --dump: inputs %s and %s have the same base name, so "
+                        "their dumps would overwrite each other; dump them in separate runs\n",
+                        o->files.v[j], o->files.v[k]);
+                goto bad;
+            }
     }
     return -1;
 bad:

@@ -11,7 +11,7 @@ int val_dump_output(const char *dir, const char *backend, int per_backend_dir, c
                     const mla_fixture *fx, const mla_bf16 *o16, const float *lse,
                     const char *commit)
 {
-    char path[4096], sub[4096], tmp[4200];
+    char path[4096], sub[4096];
     if (per_backend_dir) {
         snprintf(sub, sizeof sub, "%s/%s", dir, backend);
         for (char *p = sub + strlen(dir) + 1; *p; ++p)
@@ -42,18 +42,11 @@ int val_dump_output(const char *dir, const char *backend, int per_backend_dir, c
         memcpy(out.expected_o, o16, sz.o * 2);
         if (lse)
             memcpy(out.expected_lse, lse, sz.lse * 4);
-        /* Written under a temporary name in the same directory, then
-         * renamed: a reader never sees half a file. */
-        mla_temp_name(path, tmp, sizeof tmp);
-        ok = mla_fixture_write(tmp, &out, 6, &err) == MLA_OK;
-        if (!ok) {
+        /* Through an exclusive temporary renamed into place; never over an
+         * input of the run (include/mla/fsutil.h). */
+        ok = mla_fixture_write(path, &out, 6, &err) == MLA_OK;
+        if (!ok)
             fprintf(stderr, "mla-validate: dump: %s\n", err.msg);
-            remove(tmp);
-        } else if (rename(tmp, path) != 0) {
-            fprintf(stderr, "mla-validate: dump: cannot rename %s into place\n", path);
-            remove(tmp);
-            ok = 0;
-        }
     } else
         fprintf(stderr, "mla-validate: dump %s: out of memory\n", path);
     mla_fixture_free(&out);

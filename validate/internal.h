@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { VAL_EXIT_PASS = 0, VAL_EXIT_FAILED = 1, VAL_EXIT_BAD = 2 };
+enum { VAL_EXIT_PASS = 0, VAL_EXIT_FAILED = 1, VAL_EXIT_BAD = 2, VAL_EXIT_NOTHING = 3 };
 
 /* The oracle is plain double loops (~1 GFLOP/s); above this it is skipped. */
 #define VAL_ORACLE_DEFAULT_MAX_GFLOP 4.0
@@ -41,6 +41,8 @@ typedef struct {
 /* Parses argv into *o. Returns -1 to go on, otherwise the exit code to
  * return now (0 after --help / --list-backends, VAL_EXIT_BAD on bad usage). */
 int val_parse_args(int argc, char **argv, val_opts *o);
+/* The part of a path after its last '/'. */
+const char *val_base_name(const char *path);
 void val_opts_free(val_opts *o);
 
 /* ---- the suite: every selected backend on every case ---- */

@@ -5,17 +5,13 @@
  * (the evaluation loop), backends.c (the table), judge.c, dump.c,
  * report.c. */
 #include "internal.h"
+#include "mla/fsutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
 
 static const char *family_of(const mla_fixture *fx)
 {
@@ -83,7 +79,7 @@ static void run_files(val_suite *s, const val_opts *o)
             s->n_unreadable++;
             continue;
         }
-        val_suite_run_case(s, &fx, base_name(file), family_of(&fx));
+        val_suite_run_case(s, &fx, val_base_name(file), family_of(&fx));
         mla_fixture_free(&fx);
     }
 }
@@ -91,6 +87,7 @@ static void run_files(val_suite *s, const val_opts *o)
 int main(int argc, char **argv)
 {
     val_opts o;
+    mla_write_signals();
     int rc = val_parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -148,17 +145,18 @@ int main(int argc, char **argv)
         /* The bias test's noise per backend and group level (issue 18). */
         printf("mla-validate: bias noise per backend and group level\n");
         mla_report_bias_noise_md(stdout, s.results, s.nres, 0);
-        FILE *bf = fopen(o.bias_noise_path, "w");
-        int ok = bf != NULL;
-        if (bf) {
-            fprintf(bf, "# Bias noise per group level\n\n- commit: `%s`\n- machine: %s\n- date: "
-                        "%s\n- command: `%s`\n\n",
+        mla_atomic_file bf;
+        mla_error berr = {{0}};
+        int ok = mla_atomic_open(&bf, o.bias_noise_path, &berr) == MLA_OK;
+        if (ok) {
+            fprintf(bf.f, "# Bias noise per group level\n\n- commit: `%s`\n- machine: %s\n- "
+                          "date: %s\n- command: `%s`\n\n",
                     commit, machine, date, command);
-            ok = mla_report_bias_noise_md(bf, s.results, s.nres, 1);
-            ok = (fclose(bf) == 0) && ok;
+            ok = mla_atomic_close(&bf, mla_report_bias_noise_md(bf.f, s.results, s.nres, 1),
+                                  &berr) == MLA_OK;
         }
         if (!ok) {
-            fprintf(stderr, "mla-validate: cannot write %s\n", o.bias_noise_path);
+            fprintf(stderr, "mla-validate: bias noise: %s\n", berr.msg);
             s.n_unreadable++;
         }
     }
@@ -176,7 +174,14 @@ int main(int argc, char **argv)
            s.n_fail, s.n_decl, s.n_na, s.n_unreadable);
     if (report_ok && !o.quiet)
         printf("mla-validate: report written to %s/report.{md,json,html}\n", o.report_dir);
-    rc = s.n_unreadable ? VAL_EXIT_BAD : s.n_fail ? VAL_EXIT_FAILED : VAL_EXIT_PASS;
+    /* Nothing judged at all (every result N/A or declined): a CI job that
+     * forgot to write its outputs must not pass (issue 40). */
+    rc = s.n_unreadable ? VAL_EXIT_BAD
+         : s.n_fail     ? VAL_EXIT_FAILED
+         : s.n_pass == 0 ? VAL_EXIT_NOTHING
+                         : VAL_EXIT_PASS;
+    if (rc == VAL_EXIT_NOTHING)
+        printf("mla-validate: nothing was judged (every result N/A or declined): exit %d\n", rc);
     val_suite_free(&s);
     val_opts_free(&o);
     return rc;

@@ -95,6 +95,37 @@ static void html_str(FILE *f, const char *s)
         case '>': fputs("&gt;", f); break;
         case '&': fputs("&amp;", f); break;
         case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* Literal markup, each followed by its text HTML-escaped. */
+typedef struct {
+    const char *markup, *text;
+} html_part;
+
+static void html_parts(FILE *f, const html_part *ps, size_t n)
+{
+    for (size_t k = 0; k < n; ++k) {
+        fputs(ps[k].markup, f);
+        html_str(f, ps[k].text);
+    }
+}
+
+/* Text from a file in a Markdown table cell: a '|' or a line break would
+ * end the cell, markup would be rendered; written as entities instead. */
+static void md_str(FILE *f, const char *s)
+{
+    for (; s && *s; ++s) {
+        switch (*s) {
+        case '|': fputs("&#124;", f); break;
+        case '\n': case '\r': fputc(' ', f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '`': fputs("&#96;", f); break;
         default: fputc(*s, f);
         }
     }
@@ -288,13 +319,18 @@ static void splits_ran(const backend_summary *b, char *out, size_t n)
 /* One line per backend of the summary table (markdown or HTML), row_fmt
  * taking: name (string), pass, fail, declined, n/a (int), splits ran
  * (string), worst cos_diff, bound ratio and bias ratio (double). */
-static void summary_rows(FILE *f, const backend_summary *s, size_t ns, const char *row_fmt)
+/* One row per backend: `lead`, the name written by name_out (escaped for
+ * the format), then row_fmt with the figures. */
+static void summary_rows(FILE *f, const backend_summary *s, size_t ns, const char *lead,
+                         void (*name_out)(FILE *, const char *), const char *row_fmt)
 {
     for (size_t k = 0; k < ns; ++k) {
         char sr[64];
         splits_ran(&s[k], sr, sizeof sr);
-        fprintf(f, row_fmt, s[k].name, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr,
-                s[k].worst_cos, s[k].worst_ratio, s[k].worst_bias);
+        fputs(lead, f);
+        name_out(f, s[k].name);
+        fprintf(f, row_fmt, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos,
+                s[k].worst_ratio, s[k].worst_bias);
     }
 }
 
@@ -421,7 +457,7 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
     fprintf(f, "## Summary per backend\n\n| backend | pass | fail | declined | n/a | splits ran "
                "| worst cos_diff | worst bound ratio | worst bias ratio |\n"
                "|---|---|---|---|---|---|---|---|---|\n");
-    summary_rows(f, s, ns, "| %s | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n");
+    summary_rows(f, s, ns, "| ", md_str, " | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n");
     fprintf(f, "\n## Every case\n\n| fixture | backend | verdict | max prefix | splits | "
                "cos_diff | worst row cos | max abs | bound ratio | within 1 ulp | lse max abs "
                "| note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -429,8 +465,11 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
         const mla_case_result *c = &r[i];
         int judged = c->verdict == MLA_VERDICT_PASS || c->verdict == MLA_VERDICT_FAIL;
         char sb[16];
-        fprintf(f, "| %s | %s | **%s** | %lld | %s | ", c->fixture, c->backend,
-                mla_verdict_name(c->verdict), (long long)c->max_prefix,
+        fputs("| ", f);
+        md_str(f, c->fixture);
+        fputs(" | ", f);
+        md_str(f, c->backend);
+        fprintf(f, " | **%s** | %lld | %s | ", mla_verdict_name(c->verdict), (long long)c->max_prefix,
                 splits_cell(c->splits, sb, sizeof sb));
         char lse_cell[32] = "-";
         if (judged && c->m.lse_max_abs >= 0)
@@ -441,8 +480,7 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
                     lse_cell);
         else
             fprintf(f, "- | - | - | - | - | - | ");
-        for (const char *p = c->reason; *p; ++p)
-            fputc(*p == '|' ? '/' : *p, f);
+        md_str(f, c->reason);
         fprintf(f, " |\n");
     }
     fprintf(f, "\n## Bias noise per group level\n\n");
@@ -490,7 +528,9 @@ static void svg_legend(FILE *f, const backend_summary *s, size_t ns, const char 
 {
     for (size_t k = 0; k < ns; ++k) {
         fprintf(f, marker, mx, my + k * 16, COLORS[k % 10]);
-        fprintf(f, "<text x=\"%d\" y=\"%zu\">%s</text>\n", tx, ty + k * 16, s[k].name);
+        fprintf(f, "<text x=\"%d\" y=\"%zu\">", tx, ty + k * 16);
+        html_str(f, s[k].name);
+        fputs("</text>\n", f);
     }
 }
 
@@ -561,9 +601,14 @@ static void svg_scatter(FILE *f, const char *title, const char *xlabel, const ch
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" text-anchor=\"middle\">x</text>",
                     px, py + 4, COLORS[k % 10]);
         else
+        {
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\" fill-opacity=\"0.7\">"
-                       "<title>%s %s cos %.2e</title></circle>",
-                    px, py, COLORS[k % 10], r[i].fixture, r[i].backend, r[i].m.cos_diff);
+                       "<title>",
+                    px, py, COLORS[k % 10]);
+            const html_part t[] = {{"", r[i].fixture}, {" ", r[i].backend}};
+            html_parts(f, t, NFIELDS(t));
+            fprintf(f, " cos %.2e</title></circle>", r[i].m.cos_diff);
+        }
     }
     svg_legend(f, s, ns, "<circle cx=\"%d\" cy=\"%zu\" r=\"4\" fill=\"%s\"/>", L + pw + 14, T + 8,
                L + pw + 22, T + 12);
@@ -597,9 +642,10 @@ static void svg_hist(FILE *f, const backend_summary *s, size_t ns)
             double frac = tot ? (double)s[k].hist[b] / (double)tot : 0;
             double h = frac * ph;
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
-                       "<title>%s %s: %.2f%%</title></rect>",
-                    L + gw * b + 3 + bw * (double)k, T + ph - h, bw, h, COLORS[k % 10], s[k].name,
-                    ULP_LABELS[b], 100 * frac);
+                       "<title>",
+                    L + gw * b + 3 + bw * (double)k, T + ph - h, bw, h, COLORS[k % 10]);
+            html_str(f, s[k].name);
+            fprintf(f, " %s: %.2f%%</title></rect>", ULP_LABELS[b], 100 * frac);
         }
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">|o - ref| / ulp(ref)</text>\n",
@@ -609,18 +655,6 @@ static void svg_hist(FILE *f, const backend_summary *s, size_t ns)
     fprintf(f, "</svg>\n");
 }
 
-/* Literal markup, each followed by its text HTML-escaped. */
-typedef struct {
-    const char *markup, *text;
-} html_part;
-
-static void html_parts(FILE *f, const html_part *ps, size_t n)
-{
-    for (size_t k = 0; k < n; ++k) {
-        fputs(ps[k].markup, f);
-        html_str(f, ps[k].text);
-    }
-}
 
 static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
 {
@@ -647,8 +681,8 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
                "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
                "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
-    summary_rows(f, s, ns,
-                 "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
+    summary_rows(f, s, ns, "<tr><td>", html_str,
+                 "</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
                  "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n");
     fprintf(f, "</table>\n<h2>Plots</h2>\n");
     svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
@@ -687,20 +721,35 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
 mla_status mla_report_write_dir(const char *dir, const mla_report_meta *meta,
                                 const mla_case_result *r, size_t n, mla_error *err)
 {
-    mla_status dst = mla_mkdir_p(dir, err);
-    if (dst != MLA_OK)
-        return dst;
+    /* The directory's lock, held over the three files: two runs writing
+     * into one directory each leave a consistent set, one after the other.
+     * All three are written and synced before any is renamed, so a failure
+     * leaves the previous set whole. */
+    mla_dir_lock lock;
+    if (mla_dir_lock_take(dir, &lock, err) != MLA_OK)
+        return MLA_ERR_IO;
     const struct {
         const char *name;
         report_writer w;
     } outs[] = {{"report.json", write_json_file}, {"report.md", write_md},
                 {"report.html", write_html}};
-    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; ++i) {
+    enum { NOUT = sizeof outs / sizeof outs[0] };
+    mla_atomic_file a[NOUT];
+    size_t done = 0;
+    mla_status st = MLA_OK;
+    for (; done < NOUT && st == MLA_OK; ++done) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, outs[i].name);
-        mla_status st = write_file(path, outs[i].w, meta, r, n, err);
-        if (st != MLA_OK)
-            return st;
+        snprintf(path, sizeof path, "%s/%s", dir, outs[done].name);
+        st = mla_atomic_open(&a[done], path, err);
+        if (st == MLA_OK)
+            st = mla_atomic_finish(&a[done], outs[done].w(a[done].f, meta, r, n), err);
     }
-    return MLA_OK;
+    for (size_t i = 0; i < done; ++i) {
+        if (st == MLA_OK)
+            st = mla_atomic_commit(&a[i], err);
+        else
+            mla_atomic_discard(&a[i]);
+    }
+    mla_dir_unlock(&lock);
+    return st;
 }
