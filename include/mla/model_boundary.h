@@ -1,5 +1,5 @@
 /* Boundary-bug mutations of the CPU model (issue 17), kept out of
- * hip/model.c so the model needs only three one-line hooks (split range,
+ * seed/model.c so the model needs only three one-line hooks (split range,
  * KV index base, visible drafts). Each bug moves one token or one index:
  * with diffuse inputs such a bug hides below a bf16 ulp at long prefixes;
  * the needle fixtures (fixtures/needle.c) make each of them visible.

@@ -89,7 +89,7 @@ const mla_backend *mla_backend_get(size_t i);
 const mla_backend *mla_backend_find(const char *name);
 
 /* SPEC section 3's decline conditions re-derived from the file's config,
- * independently of hip/plan.c, so a wrong can_handle is caught. NULL when
+ * independently of core/'s decline code, so a wrong can_handle is caught. NULL when
  * the fast path must accept. */
 const char *mla_spec_decline_reason(const mla_fixture *fx);
 

@@ -6,7 +6,7 @@
 # ws-pvg at its planned splits. One active split gives the serial cost of a
 # block on one CTA (the slope over the prefixes) and the call's fixed cost.
 # Stage 2 still runs: the direct write needs the plan's grid to hold one
-# split, and a bs 1 plan holds 66 or more (docs/perf-log.md step 44).
+# split, and a bs 1 plan holds 66 or more (docs/perf/2026-12-04-bs1-budget.md).
 #   OUT=DIR bash lab/bs1-budget/bs1_floor.sh
 help_end=10
 . "$(dirname "$0")/../common/pilot_common.sh"

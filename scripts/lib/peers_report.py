@@ -157,8 +157,9 @@ def main():
             # 2%: about five times the median round-to-round spread of one
             # run's medians (0.36% over the 64 pages64 ours / before records
             # of the 33c0a76 run); the bs 64 cases swing by up to 13% between
-            # rounds (perf log step 34), which no fixed allowance covers: a
-            # NO there is read against rounds_us before it is called a loss.
+            # rounds (docs/perf/2026-12-01-measurement.md, "The bs 64
+            # swings"), which no fixed allowance covers: a NO there is read
+            # against rounds_us before it is called a loss.
             if o and b:
                 bars.append((f"{name} bs {bs} / {P}: not slower than before", o["median_us"] <= b["median_us"] * 1.02,
                              f"{o['median_us']:.1f} vs before {b['median_us']:.1f} ({100 * (o['median_us'] / b['median_us'] - 1):+.1f}%)"))
