@@ -12,6 +12,7 @@
  * Everything is judged with the validator's own judge (validate/judge.c,
  * mla_judge) on the path mla-validate gives the backend in question, so the
  * numbers here are what mla-validate would say. */
+#include "mla/fsutil.h"
 #include "mla/model.h"
 #include "mla/needle.h"
 #include "mla/reference.h"
@@ -48,13 +49,25 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* A catalogue case by name, or a fixture file. */
+/* --max-memory of the command (0: the reader's default). */
+static uint64_t max_memory;
+
+/* A catalogue case by name, or a fixture file, read by the guarded reader
+ * (a child process under the run's memory budget: include/mla/fixture.h),
+ * as every tool that opens a fixture does. The file is an input: no writer
+ * of this run replaces it. */
 static void load(const char *name, const char *file, uint64_t seed, int has_seed, mla_fixture *fx)
 {
     mla_error err = {{0}};
     if (file) {
-        if (mla_fixture_read(file, fx, &err) != MLA_OK)
-            die(file, &err);
+        mla_read_options ro;
+        memset(&ro, 0, sizeof ro);
+        ro.max_memory = max_memory;
+        if (mla_fixture_read_guarded_opts(file, &ro, fx, &err) != MLA_OK ||
+            mla_protect_input(file, &err) != MLA_OK) {
+            fprintf(stderr, "mla-needle: %s\n", err.msg); /* it names the file */
+            exit(2);
+        }
     } else if (mla_catalogue_generate(name, has_seed ? seed : mla_catalogue_default_seed(name), fx,
                                       &err) != MLA_OK)
         die(name, &err);
@@ -75,15 +88,22 @@ static mla_fixture_sizes sizes_of(const mla_fixture *fx)
     return sz;
 }
 
-/* --name CASE / --in FILE at argv[*i] (every command takes one of them):
- * 1 and *i advanced past the value when it is one. */
+/* --name CASE / --in FILE / --max-memory N at argv[*i] (every command
+ * takes them): 1 and *i advanced past the value when it is one; a bad
+ * --max-memory exits 2. */
 static int source_arg(int argc, char **argv, int *i, const char **name, const char **file)
 {
     if (!strcmp(argv[*i], "--name") && *i + 1 < argc)
         *name = argv[++*i];
     else if (!strcmp(argv[*i], "--in") && *i + 1 < argc)
         *file = argv[++*i];
-    else
+    else if (!strcmp(argv[*i], "--max-memory") && *i + 1 < argc) {
+        if (!mla_parse_bytes(argv[++*i], &max_memory) || max_memory == 0) {
+            fprintf(stderr, "mla-needle: --max-memory needs a size such as 4G or 512M, got '%s'\n",
+                    argv[*i]);
+            exit(2);
+        }
+    } else
         return 0;
     return 1;
 }
@@ -776,11 +796,11 @@ static int cmd_power(int argc, char **argv)
             return 2;
         }
     }
-    FILE *md = out ? fopen(out, "w") : NULL;
-    if (out && !md) {
-        perror(out);
-        return 2;
-    }
+    mla_atomic_file mdf;
+    mla_error werr = {{0}};
+    if (out && mla_atomic_open(&mdf, out, &werr) != MLA_OK)
+        die("power", &werr);
+    FILE *md = out ? mdf.f : NULL;
 #define EMIT(...)                                                                                  \
     do {                                                                                           \
         printf(__VA_ARGS__);                                                                       \
@@ -925,16 +945,24 @@ static int cmd_power(int argc, char **argv)
             mla_fixture_free(&fx);
         }
     }
-    if (md)
-        fclose(md);
+    if (md && mla_atomic_close(&mdf, 1, &werr) != MLA_OK)
+        die("power", &werr);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    mla_write_signals();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: mla-needle map|captured|model|power [options] (--help after a command)\n"
-               "Boundary needles (issue 17): see include/mla/needle.h.\n");
+               "Boundary needles (issue 17): see include/mla/needle.h.\n"
+               "map, captured and model take --name CASE (a catalogue case) or --in FILE (a\n"
+               "fixture, read by the guarded reader in a child process, as mla-validate reads),\n"
+               "and --max-memory N (16G, 512M): the budget of the whole run, this process and\n"
+               "the reader's child together; a file whose tensors do not fit is refused before\n"
+               "it is read (default min(half of RAM, 16 GiB)).\n"
+               "Exit codes: 0 as expected, 1 a check failed, 2 unreadable input, bad usage or a\n"
+               "failed write (the message names the file and the errno).\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "map"))

@@ -32,12 +32,26 @@ static void usage(FILE *f)
 "                    and a producer naming the backend and commit\n"
 "  --report DIR      write DIR/report.md, report.json and report.html\n"
 "  --json FILE       write every metric as JSON\n"
+"  --junit FILE      write JUnit XML (one testcase per fixture and backend; FAIL and\n"
+"                    ERROR are failures, N/A and DECLINED skipped) for CI test tabs\n"
+"  --known-bad MANIFEST  a trace manifest (fixtures/data/trace/manifest.json): the\n"
+"                    captures it lists with \"expect\": \"fail\" are known-bad upstream\n"
+"                    outputs; their FAIL for the recorded reason (\"fail_match\") is\n"
+"                    reported as XFAIL and is not a failure; a PASS or a failure\n"
+"                    for another reason is a FAIL\n"
 "  --bias-noise FILE print the bias test's worst |s-1| per backend and group level\n"
 "                    (row, sequence-head, draft-head, head, sequence; against the\n"
 "                    fp64 oracle where it runs) and write it per case to FILE (markdown)\n"
 "  --oracle-max-gflop X  skip the fp64 oracle above X GFLOP per case (default %.0f)\n"
-"  --max-memory N    refuse a file whose declared tensors exceed N bytes (16G, 512M;\n"
-"                    default min(half of RAM, 16 GiB)), before reading any of it\n"
+"  --max-memory N    the memory budget of the whole run (16G, 512M; default min(half\n"
+"                    of RAM, 16 GiB)): this process and the guarded reader's child\n"
+"                    together. A file is read by a child process that holds its\n"
+"                    tensors while this process receives a copy, so a file whose\n"
+"                    tensors declare more than (N - in use - reader room) / 2 bytes is\n"
+"                    refused before any of it is read (the reader's room: N/4, at\n"
+"                    most 512 MiB; the child's address space is capped to it plus\n"
+"                    the declared bytes), and a case whose buffers would pass N is\n"
+"                    not run\n"
 "  --quiet           one line per case and backend only\n"
 "  --list-backends   print the backend table and exit\n"
 "  -h, --help        this text\n"
@@ -50,7 +64,9 @@ static void usage(FILE *f)
 "            decline, output written while declining, or a systematic bias of one\n"
 "            head, sequence or row past its threshold\n"
 "  DECLINED  the backend correctly declined the case (a status, not a failure)\n"
-"  N/A       backend unavailable here, no /expected in the file, or oracle too costly\n"
+"  N/A       backend unavailable here, no /expected in the file (counted in one\n"
+"            summary line), or oracle too costly\n"
+"  XFAIL     a known-bad capture (--known-bad) failing for its recorded reason\n"
 "  ERROR     the backend could not run (counts as a failure)\n"
 "\n"
 "Tolerances (validate/judge.c derives each once, docs/accuracy.md explains them;\n"
@@ -67,7 +83,16 @@ static void usage(FILE *f)
 "Every output is also compared with the fp64 oracle where it is affordable\n"
 "(cos_vs_oracle, max_abs_vs_oracle in the JSON; -1 where the oracle did not run).\n"
 "\n"
-"Exit codes: 0 every judged case passes, 1 any failure, 2 unreadable input or bad usage.\n",
+"Output files (--dump, --report, --json, --junit, --bias-noise) are written to an\n"
+"exclusive temporary beside the target, fsync'ed and renamed: a failed write leaves\n"
+"the old file as it was. A target that is an input of the run (same device and\n"
+"inode), a symbolic link or not a regular file is refused; --report holds\n"
+"DIR/.mla-write.lock while it writes its three files, so concurrent runs each leave\n"
+"a consistent set.\n"
+"\n"
+"Exit codes: 0 every judged case passes, 1 any failure, 2 unreadable input, bad\n"
+"usage or a failed write (the message names the file and the errno), 3 nothing was\n"
+"judged at all (every result N/A or declined: a CI job that wrote no outputs).\n",
             VAL_ORACLE_DEFAULT_MAX_GFLOP);
 }
 
@@ -156,6 +181,74 @@ static int collect(const char *arg, val_strvec *files)
     return 1;
 }
 
+/* The JSON string value starting at *p (just after its opening quote),
+ * escapes kept as written (base names and message fragments need none);
+ * NULL when unterminated. */
+static char *json_string_at(const char *p, const char **end)
+{
+    const char *q = p;
+    while (*q && *q != '"')
+        q += (*q == '\\' && q[1]) ? 2 : 1;
+    if (!*q)
+        return NULL;
+    *end = q + 1;
+    return strndup(p, (size_t)(q - p));
+}
+
+/* The value of "key" inside the object [obj, lim), or NULL. */
+static char *json_field(const char *obj, const char *lim, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *k = strstr(obj, pat);
+    if (!k || k >= lim)
+        return NULL;
+    k += strlen(pat);
+    while (*k == ' ' || *k == ':' || *k == '\n' || *k == '\t' || *k == '\r')
+        ++k;
+    const char *end;
+    return *k == '"' ? json_string_at(k + 1, &end) : NULL;
+}
+
+/* --known-bad: every {"file": ..., "expect": "fail", "fail_match": ...}
+ * object of a trace manifest (a flat list of objects of strings). */
+static int read_known_bad(const char *path, val_opts *o)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "mla-validate: --known-bad %s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    char *text = malloc(1 << 20);
+    size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (!text || n == (1 << 20) - 1) {
+        fprintf(stderr, "mla-validate: --known-bad %s: %s\n", path,
+                text ? "larger than 1 MiB" : "out of memory");
+        free(text);
+        return 0;
+    }
+    text[n] = '\0';
+    int ok = 1;
+    for (const char *p = strchr(text, '{'); p && ok; p = strchr(p + 1, '{')) {
+        const char *lim = strchr(p + 1, '}');
+        if (!lim)
+            break;
+        char *file = json_field(p, lim, "file"), *expect = json_field(p, lim, "expect");
+        char *match = json_field(p, lim, "fail_match");
+        if (file && expect && !strcmp(expect, "fail"))
+            ok = val_strvec_push(&o->known_bad, file) &&
+                 val_strvec_push(&o->known_bad_match, match ? match : "");
+        free(file);
+        free(expect);
+        free(match);
+    }
+    free(text);
+    if (!ok)
+        fprintf(stderr, "mla-validate: out of memory\n");
+    return ok;
+}
+
 /* A whole string that is a number >= 0 (an empty string is not 0). */
 static int parse_nonneg(const char *s, double *out)
 {
@@ -211,6 +304,11 @@ int val_parse_args(int argc, char **argv, val_opts *o)
             o->report_dir = argv[++i];
         } else if (!strcmp(a, "--json") && has) {
             o->json_path = argv[++i];
+        } else if (!strcmp(a, "--junit") && has) {
+            o->junit_path = argv[++i];
+        } else if (!strcmp(a, "--known-bad") && has) {
+            if (!read_known_bad(argv[++i], o))
+                goto bad;
         } else if (!strcmp(a, "--bias-noise") && has) {
             o->bias_noise_path = argv[++i];
         } else if (!strcmp(a, "--oracle-max-gflop") && has) {
@@ -299,11 +397,13 @@ int val_parse_args(int argc, char **argv, val_opts *o)
     return -1;
 bad:
     val_strvec_free(&args);
-    val_strvec_free(&o->files);
+    val_opts_free(o);
     return VAL_EXIT_BAD;
 }
 
 void val_opts_free(val_opts *o)
 {
     val_strvec_free(&o->files);
+    val_strvec_free(&o->known_bad);
+    val_strvec_free(&o->known_bad_match);
 }

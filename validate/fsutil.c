@@ -341,3 +341,15 @@ void mla_write_signals(void)
 {
     signal(SIGXFSZ, SIG_IGN);
 }
+
+uint64_t mla_resident_bytes(void)
+{
+    unsigned long long size = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    const int ok = fscanf(f, "%llu %llu", &size, &res) == 2;
+    fclose(f);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    return ok && page > 0 ? (uint64_t)res * (uint64_t)page : 0;
+}

@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The captured backend's N/A reason on a file without /expected (the
+ * text backends.c's run_captured sets), summarised in one line. */
+#define VAL_NO_EXPECTED "file has no /expected/o"
+
 enum { VAL_EXIT_PASS = 0, VAL_EXIT_FAILED = 1, VAL_EXIT_BAD = 2, VAL_EXIT_NOTHING = 3 };
 
 /* The oracle is plain double loops (~1 GFLOP/s); above this it is skipped. */
@@ -29,6 +33,10 @@ typedef struct {
     size_t nsel;
     const char *dump_dir, *report_dir, *json_path;
     const char *bias_noise_path; /* --bias-noise FILE: the bias noise tables (markdown) */
+    const char *junit_path;      /* --junit FILE: JUnit XML */
+    /* --known-bad MANIFEST: the captures expected to fail (base names, and
+     * the text each failure must contain; "" = any). */
+    val_strvec known_bad, known_bad_match;
     double oracle_max;
     uint64_t max_memory; /* --max-memory; 0: the reader's default */
     int quiet;
@@ -52,6 +60,8 @@ typedef struct {
     mla_case_result *results;
     size_t nres, cap;
     int n_pass, n_fail, n_decl, n_na, n_unreadable;
+    int n_xfail;     /* known-bad captures failing as recorded (not failures) */
+    int n_na_noexp;  /* N/A because the file has no /expected: one summary line */
     /* Bias-test margin on correct backends (issue 18): the largest
      * |s - 1| / threshold seen per path, printed at the end. */
     double bias_margin[MLA_PATH_COUNT];
@@ -72,6 +82,9 @@ void val_suite_free(val_suite *s);
 int val_dump_output(const char *dir, const char *backend, int per_backend_dir, const char *label,
                     const mla_fixture *fx, const mla_bf16 *o16, const float *lse,
                     const char *commit);
+
+/* ---- JUnit XML (junit.c) ---- */
+mla_status val_write_junit(const char *path, const mla_case_result *r, size_t n, mla_error *err);
 
 /* ---- the environment a report names ---- */
 void val_describe_machine(char *out, size_t n);

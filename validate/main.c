@@ -141,6 +141,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "mla-validate: json: %s\n", rerr.msg);
         s.n_unreadable++;
     }
+    if (o.junit_path && val_write_junit(o.junit_path, s.results, s.nres, &rerr) != MLA_OK) {
+        fprintf(stderr, "mla-validate: junit: %s\n", rerr.msg);
+        s.n_unreadable++;
+    }
     if (o.bias_noise_path) {
         /* The bias test's noise per backend and group level (issue 18). */
         printf("mla-validate: bias noise per backend and group level\n");
@@ -170,6 +174,12 @@ int main(int argc, char **argv)
             printf("mla-validate: bias test, path '%s': %d result(s) judged with the a-priori "
                    "P-rounding term (B2), the reference's P statistics being unavailable\n",
                    mla_path_name((mla_path)p), s.bias_apriori_p[p]);
+    if (s.n_na_noexp)
+        printf("mla-validate: %d file%s without /expected output: backend captured N/A on %s\n",
+               s.n_na_noexp, s.n_na_noexp == 1 ? "" : "s", s.n_na_noexp == 1 ? "it" : "each");
+    if (s.n_xfail)
+        printf("mla-validate: %d known-bad capture%s failed as recorded (XFAIL, --known-bad)\n",
+               s.n_xfail, s.n_xfail == 1 ? "" : "s");
     printf("mla-validate: %d passed, %d failed, %d declined, %d n/a, %d unreadable\n", s.n_pass,
            s.n_fail, s.n_decl, s.n_na, s.n_unreadable);
     if (report_ok && !o.quiet)
@@ -178,7 +188,7 @@ int main(int argc, char **argv)
      * forgot to write its outputs must not pass (issue 40). */
     rc = s.n_unreadable ? VAL_EXIT_BAD
          : s.n_fail     ? VAL_EXIT_FAILED
-         : s.n_pass == 0 ? VAL_EXIT_NOTHING
+         : s.n_pass + s.n_xfail == 0 ? VAL_EXIT_NOTHING
                          : VAL_EXIT_PASS;
     if (rc == VAL_EXIT_NOTHING)
         printf("mla-validate: nothing was judged (every result N/A or declined): exit %d\n", rc);

@@ -177,6 +177,7 @@ static int write_json_file(FILE *f, const mla_report_meta *meta, const mla_case_
             {"path", mla_path_name(c->path)}, {"verdict", mla_verdict_name(c->verdict)},
             {"reason", c->reason}};
         json_strs(f, ", ", names, NFIELDS(names));
+        fprintf(f, ", \"expected_failure\": %s", c->expected_fail ? "true" : "false");
         fprintf(f, ", \"num_seqs\": %d, \"num_heads\": %d, \"q_len\": %d, \"max_prefix\": %lld, "
                    "\"splits\": ",
                 c->num_seqs, c->num_heads, c->q_len, (long long)c->max_prefix);
@@ -256,7 +257,7 @@ mla_status mla_report_write_json(const char *path, const mla_report_meta *meta,
 
 typedef struct {
     char name[64];
-    int pass, fail, declined, na;
+    int pass, fail, declined, na, xfail;
     double worst_cos, worst_ratio, worst_bias;
     int smin, smax, s_unknown; /* split counts the runs reported (smax 0: none had splits) */
     long long hist[8];
@@ -280,7 +281,12 @@ static size_t summarise(const mla_case_result *r, size_t n, backend_summary *s, 
         case MLA_VERDICT_PASS: s[k].pass++; break;
         case MLA_VERDICT_DECLINED: s[k].declined++; break;
         case MLA_VERDICT_NA: s[k].na++; break;
-        default: s[k].fail++; break;
+        default:
+            if (r[i].expected_fail)
+                s[k].xfail++;
+            else
+                s[k].fail++;
+            break;
         }
         if (r[i].verdict == MLA_VERDICT_PASS || r[i].verdict == MLA_VERDICT_FAIL) {
             if (r[i].m.cos_diff > s[k].worst_cos)
@@ -329,8 +335,8 @@ static void summary_rows(FILE *f, const backend_summary *s, size_t ns, const cha
         splits_ran(&s[k], sr, sizeof sr);
         fputs(lead, f);
         name_out(f, s[k].name);
-        fprintf(f, row_fmt, s[k].pass, s[k].fail, s[k].declined, s[k].na, sr, s[k].worst_cos,
-                s[k].worst_ratio, s[k].worst_bias);
+        fprintf(f, row_fmt, s[k].pass, s[k].fail, s[k].xfail, s[k].declined, s[k].na, sr,
+                s[k].worst_cos, s[k].worst_ratio, s[k].worst_bias);
     }
 }
 
@@ -447,6 +453,64 @@ int mla_report_bias_noise_md(FILE *f, const mla_case_result *r, size_t n, int pe
 
 static const char *ULP_LABELS[8] = {"0", "<=0.5", "<=1", "<=2", "<=4", "<=8", "<=16", ">16"};
 
+/* The SGLang captures (family "trace": fixtures/data/trace) in a section of
+ * their own: the captured output's verdict per file, known-bad ones marked
+ * as expected failures. */
+static const char *trace_verdict(const mla_case_result *c)
+{
+    return c->expected_fail ? "XFAIL (known-bad upstream output)" : mla_verdict_name(c->verdict);
+}
+
+static size_t trace_count(const mla_case_result *r, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i)
+        k += strcmp(r[i].family, "trace") == 0 && r[i].path != MLA_PATH_REFERENCE &&
+             strcmp(r[i].backend, "captured") == 0;
+    return k;
+}
+
+static void trace_section_md(FILE *f, const mla_case_result *r, size_t n)
+{
+    if (!trace_count(r, n))
+        return;
+    fprintf(f, "\n## SGLang captures\n\nThe kernel outputs captured from SGLang "
+               "(fixtures/data/trace/manifest.json), judged as backend `captured`. XFAIL: a "
+               "known-bad upstream output failing for its recorded reason.\n\n"
+               "| capture | verdict | note |\n|---|---|---|\n");
+    for (size_t i = 0; i < n; ++i) {
+        const mla_case_result *c = &r[i];
+        if (strcmp(c->family, "trace") != 0 || strcmp(c->backend, "captured") != 0)
+            continue;
+        fputs("| ", f);
+        md_str(f, c->fixture);
+        fprintf(f, " | **%s** | ", trace_verdict(c));
+        md_str(f, c->reason);
+        fputs(" |\n", f);
+    }
+}
+
+static void trace_section_html(FILE *f, const mla_case_result *r, size_t n)
+{
+    if (!trace_count(r, n))
+        return;
+    fprintf(f, "</table>\n<h2>SGLang captures</h2>\n<p>The kernel outputs captured from SGLang "
+               "(fixtures/data/trace/manifest.json), judged as backend <code>captured</code>. "
+               "XFAIL: a known-bad upstream output failing for its recorded reason.</p>\n"
+               "<table><tr><th>capture</th><th>verdict</th><th>note</th></tr>\n");
+    for (size_t i = 0; i < n; ++i) {
+        const mla_case_result *c = &r[i];
+        if (strcmp(c->family, "trace") != 0 || strcmp(c->backend, "captured") != 0)
+            continue;
+        const html_part cells[] = {{"<tr><td>", c->fixture}};
+        html_parts(f, cells, NFIELDS(cells));
+        fprintf(f, "</td><td class=\"%s\">%s</td><td>",
+                c->expected_fail ? "DECLINED" : mla_verdict_name(c->verdict), trace_verdict(c));
+        html_str(f, c->reason);
+        fputs("</td></tr>\n", f);
+    }
+}
+
 static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result *r, size_t n)
 {
     backend_summary s[32];
@@ -454,10 +518,12 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
     fprintf(f, "# MLA verify validation report\n\n");
     fprintf(f, "- commit: `%s`\n- machine: %s\n- date: %s\n- command: `%s`\n- backends: %s\n\n",
             meta->commit, meta->machine, meta->date, meta->command, meta->backends);
-    fprintf(f, "## Summary per backend\n\n| backend | pass | fail | declined | n/a | splits ran "
-               "| worst cos_diff | worst bound ratio | worst bias ratio |\n"
-               "|---|---|---|---|---|---|---|---|---|\n");
-    summary_rows(f, s, ns, "| ", md_str, " | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n");
+    fprintf(f, "## Summary per backend\n\n| backend | pass | fail | expected fail | declined | n/a "
+               "| splits ran | worst cos_diff | worst bound ratio | worst bias ratio |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n");
+    summary_rows(f, s, ns, "| ", md_str,
+                 " | %d | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n");
+    trace_section_md(f, r, n);
     fprintf(f, "\n## Every case\n\n| fixture | backend | verdict | max prefix | splits | "
                "cos_diff | worst row cos | max abs | bound ratio | within 1 ulp | lse max abs "
                "| note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -679,11 +745,12 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
                               {"</code><br>backends: ", meta->backends}};
     html_parts(f, head, NFIELDS(head));
     fprintf(f, "</p>\n<h2>Summary</h2>\n<table><tr><th>backend</th><th>pass</th><th>fail</th>"
-               "<th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
+               "<th>expected fail</th><th>declined</th><th>n/a</th><th>splits ran</th><th>worst cos_diff</th>"
                "<th>worst bound ratio</th><th>worst bias ratio</th></tr>\n");
     summary_rows(f, s, ns, "<tr><td>", html_str,
-                 "</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
+                 "</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
                  "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n");
+    trace_section_html(f, r, n);
     fprintf(f, "</table>\n<h2>Plots</h2>\n");
     svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
                 "longest prefix (keys, log scale)", "cos_diff (log)", r, n, s, ns, 0, 1);

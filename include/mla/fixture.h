@@ -124,7 +124,11 @@ mla_status mla_fixture_read(const char *path, mla_fixture *fx, mla_error *err);
 mla_status mla_fixture_read_opts(const char *path, const mla_read_options *opt, mla_fixture *fx,
                                  mla_error *err);
 
-/* The reader for untrusted files. libhdf5 1.10 itself can crash, hang or
+/* The reader for untrusted files. max_memory is the budget of the whole
+ * run, this process and the reader's child together: a file's tensors may
+ * declare at most (max_memory - resident - reader slack) / 2 bytes, the
+ * child's address space is capped to its slack plus the declared bytes,
+ * and the resident size of the caller is read at each call. libhdf5 1.10 itself can crash, hang or
  * corrupt its heap on a damaged file (seen with damaged global heaps of
  * variable-length strings), which no check of ours can precede. So a child
  * process does the whole read and check, then hands the checked arrays to

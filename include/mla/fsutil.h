@@ -76,6 +76,10 @@ void mla_dir_unlock(mla_dir_lock *l);
  * writes calls it first. */
 void mla_write_signals(void);
 
+/* This process's resident size in bytes (/proc/self/statm; 0 where it
+ * cannot be read): what it holds of the run's memory budget. */
+uint64_t mla_resident_bytes(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -179,6 +179,10 @@ typedef struct {
     int64_t max_prefix;
     int splits; /* what the run reported: >= 1, MLA_SPLITS_NONE or MLA_SPLITS_UNKNOWN */
     int num_seqs, num_heads, q_len;
+    /* 1: a FAIL that was expected -- a captured output listed as known-bad
+     * (mla-validate --known-bad MANIFEST) failing for its recorded reason.
+     * Reported as XFAIL, not counted as a failure. */
+    int expected_fail;
     mla_metrics m;
 } mla_case_result;
 
