@@ -65,6 +65,14 @@ mla_status mla_ref_check_inputs(const mla_fixture *fx, mla_error *err)
         mla_error_set(err, "config: topk %d must be >= 1", (int)c->topk);
         return MLA_ERR_INVALID;
     }
+    /* fixtures/README.md: -1 is off, W >= 1 a window; 0 is not a value
+     * (SPEC section 2 defines the window for sliding_window > 0 only, and
+     * frameworks disagree on what 0 means), so it is rejected, not guessed. */
+    if (c->sliding_window == 0 || c->sliding_window < -1) {
+        mla_error_set(err, "config: sliding_window %d must be -1 (off) or >= 1",
+                      (int)c->sliding_window);
+        return MLA_ERR_INVALID;
+    }
     if (!(c->logit_cap >= 0.0f) || isinf(c->logit_cap)) {
         mla_error_set(err, "config: logit_cap %g must be finite and >= 0 (0 = off)",
                       (double)c->logit_cap);

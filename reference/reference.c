@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_internal.h"
+#include "ref_work.h"
 
 /* The element-wise work between the GEMMs (bf16 conversion, exp, max, sum)
  * runs on one core while OpenBLAS's threads wait, so its speed decides how
@@ -33,11 +33,6 @@
 #endif
 #ifndef REF_HOT
 #define REF_HOT
-#endif
-#if defined(__GNUC__)
-#define REF_INLINE static inline __attribute__((always_inline))
-#else
-#define REF_INLINE static inline
 #endif
 
 /* 256 keys. At the K3 benchmark shape the reference's time is flat from
@@ -61,50 +56,6 @@ mla_ref_opts mla_ref_opts_default(void)
     return o;
 }
 
-/* exp(x) for x <= 0, -inf or NaN: the only arguments online softmax forms
- * (a score minus a running max that is at least that score). Written out so
- * the compiler vectorises it; libm's expf, a call per element, took 93 us
- * per 96 x 256 block on the benchmark machine, ~30% of the block's GEMMs.
- * x = n ln2 + r with |r| <= ln2/2; exp(r) by its Taylor series to degree 7,
- * whose truncation error r^8/8! < 5.3e-9 is below 2^-24; measured worst
- * error 0.84 ulp over [-87, 0]. Below -87 the true value is under 2^-125,
- * negligible next to the row's largest weight 1, and the result is 0 (which
- * maps -inf to 0). NaN propagates. The range test is done on the bits:
- * a float comparison there counts as possibly trapping and keeps GCC from
- * vectorising the loop. */
-REF_INLINE float ref_exp_nonpos(float x)
-{
-    const float log2e = 1.44269504088896341f;
-    const float round_shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    const float ln2_hi = 0.693145751953125f; /* 16 significant bits: n * ln2_hi is exact */
-    const float ln2_lo = 1.428606765330187e-06f;
-    float t = x * log2e + round_shift;
-    float n = t - round_shift;
-    float r = (x - n * ln2_hi) - n * ln2_lo;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    uint32_t ti;
-    memcpy(&ti, &t, sizeof ti);
-    const uint32_t bits = (ti - 0x4B400000u + 127u) << 23; /* 2^n, n in [-126, 0] when kept */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float y = p * scale;
-    uint32_t xb, yb;
-    memcpy(&xb, &x, sizeof xb);
-    const uint32_t ax = xb & 0x7fffffffu;
-    /* keep |x| <= 87 (0x42AE0000) and NaN (above 0x7f800000) */
-    const uint32_t keep = 0u - (uint32_t)((ax <= 0x42AE0000u) | (ax > 0x7f800000u));
-    memcpy(&yb, &y, sizeof yb);
-    yb &= keep;
-    memcpy(&y, &yb, sizeof y);
-    return y;
-}
 
 REF_INLINE void bf16_row_to_f32(float *dst, const mla_bf16 *src, int32_t n)
 {
@@ -179,89 +130,7 @@ REF_INLINE float max_lanes(const float *x, int32_t n)
     return f;
 }
 
-typedef struct {
-    int32_t D, Dv, NB, hg;
-    float *qf;  /* [M, D] queries of the tile */
-    float *kf;  /* [NB, D] keys of the block (prefix values are its first Dv columns) */
-    float *vf;  /* [NB, Dv] draft values of the block */
-    float *s;   /* [M, NB] scores, then weights */
-    float *acc; /* [M, Dv] unnormalised output */
-    float *m;   /* [M] running max */
-    float *l;   /* [M] running sum of exp(s - m) */
-    int32_t *vis_lo, *vis_hi; /* [M] the block's visible keys of each row: [lo, hi) */
-    /* P-rounding statistics pass (opts->pstats) only: */
-    float *cw;   /* [M, NB] c_k = v_k . o_row */
-    float *cwg;  /* [M, NB] c_k^g = v_k . (g o_row), the column-weighted c_k */
-    float *accg; /* [M, Dv] g o_row */
-    double *on2g; /* [M] |o_row|_g^2 = sum_c g_c o_c^2 */
-    float *pinv; /* [M] final weight of exp(s - m): scale / denom, 0 for an empty row */
-    double *ps;  /* [M, MLA_REF_PSTATS]: the row's statistics (include/mla/reference.h) */
-    double *on2; /* [M] |o_row|^2 */
-    float *va;   /* [NB, Dv] |v_k| of the block (non-finite values as 0) */
-    float *aacc; /* [M, Dv] A_c = sum_k P_k |v_k,c| over the visible keys */
-    float *vstar; /* [M, Dv] v*: the value of the row's max key, times value_alpha (its
-                     weight is pinv; non-finite entries as 0) */
-    unsigned char *hstar; /* [M] 1 once vstar holds the row's max key */
-    float *gw;   /* [Dv] the bias test's column weights g_c = 1 / M_{b,c}^2 of the
-                    sequence and KV head (0 where M is 0 or not finite) */
-} ref_work;
 
-/* The bias test's column weights (validate/judge.c (B0)): M_{b,c} = the
- * largest |v_c| the sequence can see (prefix values times v_scale, draft
- * values), computed as the judge computes it, and g_c = 1 / M_{b,c}^2. */
-static void bias_column_weights(const mla_fixture *fx, int32_t b, int32_t g, float *gw)
-{
-    const mla_config *c = &fx->cfg;
-    const int32_t Hkv = c->num_kv_heads, D = c->head_dim, Dv = c->v_head_dim;
-    const int32_t P = mla_fixture_prefix(fx, b), L = mla_fixture_drafts(fx, b);
-    const int64_t q0 = fx->qo_indptr[b], k0 = fx->kv_indptr[b];
-    for (int32_t d = 0; d < Dv; d++) {
-        double M = 0;
-        for (int32_t t = 0; t < P; t++) {
-            const size_t e = ((size_t)fx->kv_indices[k0 + t] * Hkv + g) * D + d;
-            const float x = fx->kv_dtype == MLA_KV_BF16 ? mla_bf16_to_f32(fx->kv_buffer[e])
-                                                        : mla_fp8_to_f32(fx->kv_dtype, fx->kv_fp8[e]);
-            const double v = fabs(c->v_scale * x);
-            if (v > M)
-                M = v;
-        }
-        for (int32_t j = 0; j < L; j++) {
-            const double v = fabs(mla_bf16_to_f32(fx->v_extend[((size_t)(q0 + j) * Hkv + g) * Dv + d]));
-            if (v > M)
-                M = v;
-        }
-        gw[d] = M > 0 && isfinite(M) ? (float)(1.0 / (M * M)) : 0.0f;
-    }
-}
-
-/* Visibility of one key source to one tile (SPEC section 2). Positions:
- * the query of draft i sits at P + i; prefix key t at t, draft key j at
- * P + j. */
-typedef struct {
-    int64_t qpos0;  /* position of the tile's first draft row */
-    int64_t kpos0;  /* position of the block's first key */
-    int32_t causal; /* keys after the query are hidden (draft keys under is_causal) */
-    int32_t window; /* > 0: keys more than window before the query are hidden */
-    float cap;      /* > 0: s <- cap * tanh(s / cap) */
-} ref_vis;
-
-/* The keys [*a, *b) of a block of N that row r of the tile sees: the
- * sliding window cuts from below, causality from above. */
-static inline void visible_range(const ref_work *w, const ref_vis *vis, int32_t r, int32_t N,
-                                 int64_t *a, int64_t *b)
-{
-    const int64_t qpos = vis->qpos0 + r / w->hg;
-    *a = 0;
-    *b = N;
-    if (vis->window > 0) {
-        const int64_t lo = qpos - vis->window - vis->kpos0;
-        *a = lo < 0 ? 0 : (lo > N ? N : lo);
-    }
-    if (vis->causal) {
-        const int64_t hi = qpos - vis->kpos0 + 1;
-        *b = hi < 0 ? 0 : (hi > N ? N : hi);
-    }
-}
 
 /* Online softmax update of the M rows of one key block: mask, cap, new
  * running max, weights exp(s - m) in place of the scores, running sum, and
@@ -329,144 +198,6 @@ static void ref_block(ref_work *w, int32_t M, int32_t N, const float *v, int32_t
     }
 }
 
-/* pstats j = 11, 12 (judge.c (B6)): the largest coherent slope error the
- * bf16 rounding of a partial dominated by the row's max key k* can make,
- * over the unknown split plan. That partial is O = (1 - eps) v* + (the other
- * keys of its split), eps their share; when eps is below about an ulp the
- * rounding snaps O back towards v* in every column at once, an error along
- * the output, not noise. Which eps a kernel meets depends on its split
- * plan (a split may hold k* and a few light neighbours), so take the worst
- * over eps in [-8u, 8u] (u = 2^-8; past a few ulps the columns' mantissas
- * dither the error away: measured on N(0,1) values, 0.5u at eps = u/2, below
- * 0.08u past 4u), of |sum_c o_c e_c(eps)| with e_c the rounding error of
- * (1 - eps) v*_c, times the partial's weight P* (1 + |eps|); the same with
- * g_c o_c. Exact for the values at hand: no mantissa distribution assumed
- * inside the range. */
-static void snap_bound(const float *orow, const float *grow, const float *vs, double pstar,
-                       int32_t Dv, double *sn, double *sng)
-{
-    enum { STEPS = 192 }; /* eps = i u / 24, |i| <= STEPS: 8u */
-    const double u = 1.0 / 256.0;
-    double best = 0, bestg = 0;
-    for (int i = -STEPS; i <= STEPS; i++) {
-        if (i == 0)
-            continue;
-        const double eps = i * u / 24.0;
-        double a = 0, ag = 0;
-        for (int32_t d = 0; d < Dv; d++) {
-            const double od = orow[d], gd = grow[d];
-            if (!isfinite(od) || vs[d] == 0.0f)
-                continue;
-            const float x = (float)((1.0 - eps) * vs[d]);
-            const double e = (double)mla_bf16_to_f32(mla_f32_to_bf16(x)) - (double)x;
-            if (!isfinite(e)) /* (1 - eps) v* or its rounding past FLT_MAX */
-                continue;
-            a += od * e;
-            if (isfinite(gd))
-                ag += gd * e;
-        }
-        const double wgt = pstar * (1.0 + fabs(eps));
-        best = fmax(best, wgt * fabs(a));
-        bestg = fmax(bestg, wgt * fabs(ag));
-    }
-    *sn = best;
-    *sng = bestg;
-}
-
-/* Statistics pass over one key block, after the tile's output is final
- * (w->acc then holds o_row, w->m the row's final max): the same scores,
- * mask and cap as softmax_rows, the final weights P_k = exp(s_k - m) * pinv,
- * c_k = value_alpha v_k . o_row by one GEMM (a non-finite value only spoils
- * its own column, and only visible columns are read), and the double sums
- * of P^2, P^2 c, P^2 c^2 over the visible keys. Then, in place of the
- * scores, the final weights of every visible key (the max key included; 0
- * elsewhere) and A += |value_alpha| P |V| by one more GEMM: the P-weighted
- * mean absolute value per column that bounds the bf16 partials' rounding
- * (validate/judge.c, (B2)). A non-finite value enters |V| as 0: a row that
- * sees it has a non-finite o_c, which the judge leaves out anyway, and a
- * row that does not must not get 0 * inf = NaN. */
-static void ref_pstats_block(ref_work *w, int32_t M, int32_t N, const float *v, int32_t ldv,
-                             float score_alpha, float value_alpha, const ref_vis *vis)
-{
-    const int32_t NB = w->NB;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, w->D, score_alpha, w->qf, w->D,
-                w->kf, w->D, 0.0f, w->s, NB);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, w->Dv, value_alpha, w->acc, w->Dv,
-                v, ldv, 0.0f, w->cw, NB);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, w->Dv, value_alpha, w->accg, w->Dv,
-                v, ldv, 0.0f, w->cwg, NB);
-    for (int32_t r = 0; r < M; r++) {
-        float *s = w->s + (size_t)r * NB;
-        if (w->pinv[r] == 0.0f) {
-            memset(s, 0, (size_t)N * sizeof *s);
-            continue;
-        }
-        const float *cw = w->cw + (size_t)r * NB, *cwg = w->cwg + (size_t)r * NB;
-        int64_t a, b;
-        visible_range(w, vis, r, N, &a, &b);
-        double s0 = 0, s1 = 0, s2 = 0, ta = 0, tb = 0, s1g = 0, s2g = 0, tag = 0, tbg = 0;
-        const double on2 = w->on2[r], on2g = w->on2g[r];
-        for (int64_t n = 0; n < a; n++)
-            s[n] = 0.0f;
-        for (int64_t n = b; n < N; n++)
-            s[n] = 0.0f;
-        for (int64_t n = a; n < b; n++) {
-            float sc = s[n];
-            if (vis->cap > 0.0f)
-                sc = vis->cap * tanhf(sc / vis->cap);
-            const float e = ref_exp_nonpos(sc - w->m[r]);
-            s[n] = e * w->pinv[r]; /* the final weight, for A */
-            /* The row's max key: exp(0) = 1 is exact in bf16, and a kernel
-             * that subtracts the running max gives it exactly that weight
-             * (it is the max of its block and split when processed). */
-            if (e == 1.0f) {
-                if (!w->hstar[r]) { /* the first of tied max keys will do */
-                    float *vs = w->vstar + (size_t)r * w->Dv;
-                    const float *src = v + (size_t)n * ldv;
-                    for (int32_t d = 0; d < w->Dv; d++) {
-                        const float x = value_alpha * src[d];
-                        vs[d] = fabsf(x) <= FLT_MAX ? x : 0.0f;
-                    }
-                    w->hstar[r] = 1;
-                }
-                continue;
-            }
-            const double p = (double)e * (double)w->pinv[r];
-            const double p2 = p * p, c = cw[n];
-            s0 += p2;
-            s1 += p2 * c;
-            s2 += p2 * c * c;
-            ta += p * fabs(c);
-            tb += p * fabs(c - on2);
-            const double cg = cwg[n];
-            s1g += p2 * cg;
-            s2g += p2 * cg * cg;
-            tag += p * fabs(cg);
-            tbg += p * fabs(cg - on2g);
-        }
-        double *ps = w->ps + (size_t)r * MLA_REF_PSTATS;
-        ps[0] += s0;
-        ps[1] += s1;
-        ps[2] += s2;
-        ps[3] += ta;
-        ps[4] += tb;
-        ps[6] += s1g;
-        ps[7] += s2g;
-        ps[8] += tag;
-        ps[9] += tbg;
-    }
-    const int32_t Dv = w->Dv;
-    for (int32_t n = 0; n < N; n++) {
-        const float *src = v + (size_t)n * ldv;
-        float *dst = w->va + (size_t)n * Dv;
-        for (int32_t d = 0; d < Dv; d++) {
-            const float x = fabsf(src[d]);
-            dst[d] = x <= FLT_MAX ? x : 0.0f; /* inf and NaN as 0 */
-        }
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, Dv, N, fabsf(value_alpha), w->s,
-                NB, w->va, Dv, 1.0f, w->aacc, Dv);
-}
 
 /* Gathers and converts the prefix keys of one block (values are their first
  * Dv columns); returns non-zero if a value is inf or NaN. (Software
@@ -579,7 +310,9 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
         w.aacc = alloc_array(Mmax, (size_t)Dv, sizeof(float), &ok);
         w.vstar = alloc_array(Mmax, (size_t)Dv, sizeof(float), &ok);
         w.hstar = alloc_array(Mmax, 1, 1, &ok);
-        w.gw = alloc_array(1, (size_t)Dv, sizeof(float), &ok);
+        w.gw = alloc_array(1, (size_t)Dv, sizeof(double), &ok);
+        w.osc = alloc_array(Mmax, 1, sizeof(double), &ok);
+        w.gsc = alloc_array(Mmax, 1, sizeof(double), &ok);
     }
     if (!ok) {
         mla_error_set(err, "reference: cannot allocate work buffers (%zu rows, key block %d)",
@@ -594,7 +327,7 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
         const int64_t *slots = fx->kv_indices + fx->kv_indptr[b];
         for (int32_t g = 0; g < Hkv; g++) {
             if (opts->pstats)
-                bias_column_weights(fx, b, g, w.gw);
+                mla_ref_bias_weights(fx, b, g, w.gw);
             for (int32_t i0 = 0; i0 < L; i0 += tile_drafts) {
                 const int32_t i1 = i0 + tile_drafts < L ? i0 + tile_drafts : L;
                 const int32_t M = (i1 - i0) * hg;
@@ -689,26 +422,9 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                 if (opts->pstats) {
                     /* Second pass over the same blocks with the final o and
                      * weights (ref_pstats_block). */
-                    for (int32_t r = 0; r < M; r++) {
-                        const int64_t tok = qo + i0 + r / hg;
-                        const int32_t h = g * hg + r % hg;
-                        const float *orow = o + ((size_t)tok * H + h) * Dv;
-                        /* Both slopes' statistics: the row's own
-                         * (unweighted) and its groups' column-weighted
-                         * ones (judge.c (B0)): accg holds g o. */
-                        memcpy(w.acc + (size_t)r * Dv, orow, (size_t)Dv * sizeof(float));
-                        float *grow = w.accg + (size_t)r * Dv;
-                        double n2 = 0, n2g = 0;
-                        for (int32_t d = 0; d < Dv; d++) {
-                            grow[d] = w.gw[d] * orow[d];
-                            n2 += (double)orow[d] * orow[d];
-                            n2g += (double)orow[d] * grow[d];
-                        }
-                        w.on2[r] = n2;
-                        w.on2g[r] = n2g;
-                        for (int j = 0; j < MLA_REF_PSTATS; j++)
-                            w.ps[(size_t)r * MLA_REF_PSTATS + j] = 0;
-                    }
+                    for (int32_t r = 0; r < M; r++)
+                        mla_ref_pstats_begin(&w, r,
+                                             o + ((size_t)(qo + i0 + r / hg) * H + g * hg + r % hg) * Dv);
                     memset(w.aacc, 0, (size_t)M * Dv * sizeof(float));
                     memset(w.hstar, 0, (size_t)M);
                     if (opts->use_prefix && P > 0) {
@@ -724,7 +440,7 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                                 gather_prefix_fp8(w.kf, fx->kv_fp8, fx->kv_dtype, slots + t0, N, D,
                                                   Dv, Hkv, g);
                             vis.kpos0 = t0;
-                            ref_pstats_block(&w, M, N, w.kf, D, prefix_alpha, c->v_scale, &vis);
+                            mla_ref_pstats_block(&w, M, N, w.kf, D, prefix_alpha, c->v_scale, &vis);
                         }
                     }
                     if (opts->use_drafts) {
@@ -743,37 +459,12 @@ mla_status mla_reference_run_opts(const mla_fixture *fx, const mla_ref_opts *opt
                                                 fx->v_extend + (tok * Hkv + g) * Dv, Dv);
                             }
                             vis.kpos0 = (int64_t)P + j0;
-                            ref_pstats_block(&w, M, N, w.vf, Dv, c->sm_scale, 1.0f, &vis);
+                            mla_ref_pstats_block(&w, M, N, w.vf, Dv, c->sm_scale, 1.0f, &vis);
                         }
                     }
                     for (int32_t r = 0; r < M; r++) {
-                        const int64_t tok = qo + i0 + r / hg;
-                        const int32_t h = g * hg + r % hg;
-                        /* sum_c A_c^2 o_c^2 and sum_c A_c^2 (g_c o_c)^2
-                         * over the columns where both are finite (the
-                         * elements the judge compares). */
-                        const float *orow = w.acc + (size_t)r * Dv, *grow = w.accg + (size_t)r * Dv;
-                        const float *arow = w.aacc + (size_t)r * Dv;
-                        const float *vs = w.vstar + (size_t)r * Dv;
-                        const double pstar = w.pinv[r];
-                        const int snap = w.hstar[r] && pstar > 0;
-                        double am = 0, amg = 0, sn = 0, sng = 0;
-                        for (int32_t d = 0; d < Dv; d++) {
-                            const double ad = arow[d], od = orow[d], gd = grow[d];
-                            if (isfinite(ad) && isfinite(od)) {
-                                am += ad * ad * od * od;
-                                if (isfinite(gd))
-                                    amg += ad * ad * gd * gd;
-                            }
-                        }
-                        if (snap)
-                            snap_bound(orow, grow, vs, pstar, Dv, &sn, &sng);
-                        w.ps[(size_t)r * MLA_REF_PSTATS + 5] = am;
-                        w.ps[(size_t)r * MLA_REF_PSTATS + 10] = amg;
-                        w.ps[(size_t)r * MLA_REF_PSTATS + 11] = sn;
-                        w.ps[(size_t)r * MLA_REF_PSTATS + 12] = sng;
-                        memcpy(opts->pstats + ((size_t)tok * H + h) * MLA_REF_PSTATS,
-                               w.ps + (size_t)r * MLA_REF_PSTATS, MLA_REF_PSTATS * sizeof(double));
+                        const size_t ri = (size_t)(qo + i0 + r / hg) * H + g * hg + r % hg;
+                        mla_ref_pstats_finish(&w, r, o + ri * Dv, opts->pstats + ri * MLA_REF_PSTATS);
                     }
                 }
             }
@@ -802,6 +493,8 @@ done:
     free(w.vstar);
     free(w.hstar);
     free(w.gw);
+    free(w.osc);
+    free(w.gsc);
     return st;
 }
 

@@ -701,6 +701,13 @@ mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *op
         def = mla_model_opts_default();
         opts = &def;
     }
+    /* Invalid before any decline (fixtures/README.md): -1 is off, W >= 1 a
+     * window; 0 is rejected everywhere, not read as off. */
+    if (fx->cfg.sliding_window == 0 || fx->cfg.sliding_window < -1) {
+        mla_error_set(err, "model: sliding_window %d must be -1 (off) or >= 1",
+                      (int)fx->cfg.sliding_window);
+        return MLA_ERR_INVALID;
+    }
     if (!mutation_of(opts->mutation)) {
         mla_error_set(err, "model: unknown mutation %d", (int)opts->mutation);
         return MLA_ERR_INVALID;
