@@ -32,3 +32,20 @@ if(MLA_ENABLE_HIP_COMPILE_TEST)
     set_tests_properties(hip.compile.${_arch} PROPERTIES LABELS hip-compile)
   endforeach()
 endif()
+
+# Static comparison with the seed on gfx942/gfx950 (issue 41:
+# scripts/amd_static.py, reports/amd/). hip.amd-static recompiles ours for
+# both archs and fails on a VGPR spill or scratch (either arch), any spill
+# on gfx950, or a stage-1 LDS plan over the arch's LDS. amd_static_probe,
+# built on demand by the script, reads our split plan from our C code and
+# the emulator's executed counts.
+add_test(NAME hip.amd-static
+  COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/amd/static_check.sh "${_mla_hip_clang}" "${_mla_objdump}"
+          ${CMAKE_CURRENT_BINARY_DIR}/amd-static)
+set_tests_properties(hip.amd-static PROPERTIES LABELS "amd-static;hip-compile")
+if(MLA_ENABLE_EMU)
+  add_executable(amd_static_probe EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/scripts/amd_static_probe.c)
+  target_include_directories(amd_static_probe PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  target_link_libraries(amd_static_probe PRIVATE mla_amd_emu mla_fixture ${CMAKE_DL_LIBS})
+  set_target_properties(amd_static_probe PROPERTIES ENABLE_EXPORTS ON)
+endif()
