@@ -356,11 +356,6 @@ static int judged_result(const mla_case_result *c)
            c->m.n_bias_groups > 0;
 }
 
-static void md_cell(FILE *f, const char *s)
-{
-    for (; *s; ++s)
-        fputc(*s == '|' ? '/' : *s, f);
-}
 
 int mla_report_bias_noise_md(FILE *f, const mla_case_result *r, size_t n, int per_case)
 {
@@ -416,7 +411,7 @@ int mla_report_bias_noise_md(FILE *f, const mla_case_result *r, size_t n, int pe
                     mla_bias_level_name(l), cases, worst,
                     stars == cases ? "*" : stars ? " (*some)" : "", wb, wtau,
                     wtau > 0 ? wb / wtau : 0.0, wratio);
-            md_cell(f, where);
+            md_str(f, where);
             fprintf(f, " |\n");
         }
     }
@@ -433,7 +428,7 @@ int mla_report_bias_noise_md(FILE *f, const mla_case_result *r, size_t n, int pe
             if (!judged_result(c))
                 continue;
             fprintf(f, "| ");
-            md_cell(f, c->fixture);
+            md_str(f, c->fixture);
             fprintf(f, " | %s | %s |", c->backend, mla_verdict_name(c->verdict));
             for (int l = 0; l < MLA_BIAS_LEVELS; ++l) {
                 const mla_bias_level_stats *b = &c->m.bias_level[l];
@@ -516,8 +511,18 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
     backend_summary s[32];
     size_t ns = summarise(r, n, s, 32);
     fprintf(f, "# MLA verify validation report\n\n");
-    fprintf(f, "- commit: `%s`\n- machine: %s\n- date: %s\n- command: `%s`\n- backends: %s\n\n",
-            meta->commit, meta->machine, meta->date, meta->command, meta->backends);
+    /* The command line holds file names: escaped, not in a code span (a
+     * backtick in a name would end it). */
+    const struct {
+        const char *label, *text;
+    } head[] = {{"- commit: ", meta->commit}, {"\n- machine: ", meta->machine},
+                {"\n- date: ", meta->date}, {"\n- command: ", meta->command},
+                {"\n- backends: ", meta->backends}};
+    for (size_t k = 0; k < NFIELDS(head); ++k) {
+        fputs(head[k].label, f);
+        md_str(f, head[k].text);
+    }
+    fputs("\n\n", f);
     fprintf(f, "## Summary per backend\n\n| backend | pass | fail | expected fail | declined | n/a "
                "| splits ran | worst cos_diff | worst bound ratio | worst bias ratio |\n"
                "|---|---|---|---|---|---|---|---|---|---|\n");

@@ -91,7 +91,8 @@ def main():
     rc, out = run(v, "--quiet", "--backend", "reference", "--oracle-max-gflop", "0",
                   "--dump", dump, one)
     dumped = os.path.join(dump, "k3-l1.h5")
-    ok = rc == 0 and "N/A" in out and os.path.exists(dumped)
+    # nothing judged (the only result N/A): exit 3 (issue 40), the dump written all the same
+    ok = rc == 3 and "N/A" in out and os.path.exists(dumped)
     if ok:
         with h5py.File(dumped) as f:
             ok = "expected/o" in f and "backend=reference" in str(f["expected"].attrs["producer"])
