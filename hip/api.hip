@@ -14,7 +14,6 @@
 #include "mla/gpu.h"
 #include "split_policy.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,16 +34,6 @@ static const mla_sp_target kTarget = MLA_SP_AMD_GFX942;
 static const mla_sp_target kTarget = MLA_SP_AMD_GFX950;
 #endif
 #endif
-
-static void gpu_error(mla_error *err, const char *fmt, ...)
-{
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-}
 
 extern "C" const char *mla_gpu_tier_name(mla_gpu_tier t)
 {
@@ -70,19 +59,15 @@ extern "C" const char *mla_gpu_fast_kernel_name(int k)
         return "ws";
     case MLA_GPU_FAST_KERNEL_MMA:
         return "mma";
-    case MLA_GPU_FAST_KERNEL_WS_PVG:
-        return "ws-pvg";
-    case MLA_GPU_FAST_KERNEL_WS_PP:
-        return "ws-pp";
-    case MLA_GPU_FAST_KERNEL_PAIR:
-        return "pair";
+    case MLA_GPU_FAST_KERNEL_WS_PVSM:
+        return "ws-pvsm";
     }
     return "unknown";
 }
 
 extern "C" int mla_gpu_fast_kernel_parse(const char *name)
 {
-    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_PAIR; ++k)
+    for (int k = MLA_GPU_FAST_KERNEL_AUTO; k <= MLA_GPU_FAST_KERNEL_WS_PVSM; ++k)
         if (name && !strcmp(name, mla_gpu_fast_kernel_name(k)))
             return k;
     return -1;
@@ -111,7 +96,6 @@ extern "C" mla_gpu_options mla_gpu_options_default(void)
 {
     mla_gpu_options o;
     o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
-    o.fast_rows = 64;
     o.fast_min_split = MLA_GPU_FAST_MIN_SPLIT;
     o.fast_split_rule = MLA_GPU_SPLIT_RULE_ADAPTIVE;
     o.fast_merge = MLA_GPU_MERGE_AUTO;
@@ -122,27 +106,24 @@ extern "C" mla_status mla_gpu_options_check(const mla_gpu_options *o, mla_error 
 {
     if (!o)
         return MLA_OK; // NULL means the defaults
-    if (o->fast_kernel < MLA_GPU_FAST_KERNEL_AUTO || o->fast_kernel > MLA_GPU_FAST_KERNEL_PAIR) {
-        gpu_error(err, "mla_gpu_options: unknown fast_kernel %d (auto, ws, mma, ws-pvg, ws-pp or pair)",
-                  o->fast_kernel);
-        return MLA_ERR_INVALID;
-    }
-    if (o->fast_rows != 64 && o->fast_rows != 96) {
-        gpu_error(err, "mla_gpu_options: fast_rows %d is neither 64 nor 96", o->fast_rows);
+    if (o->fast_kernel != MLA_GPU_FAST_KERNEL_AUTO && o->fast_kernel != MLA_GPU_FAST_KERNEL_WS &&
+        o->fast_kernel != MLA_GPU_FAST_KERNEL_WS_PVSM) {
+        mla_error_set(err, "mla_gpu_options: fast_kernel %d is no option (auto, ws or ws-pvsm)",
+                      o->fast_kernel);
         return MLA_ERR_INVALID;
     }
     if (o->fast_min_split < 16) {
-        gpu_error(err, "mla_gpu_options: fast_min_split %d is below 16 tokens", o->fast_min_split);
+        mla_error_set(err, "mla_gpu_options: fast_min_split %d is below 16 tokens", o->fast_min_split);
         return MLA_ERR_INVALID;
     }
     if (o->fast_split_rule != MLA_GPU_SPLIT_RULE_ADAPTIVE &&
         o->fast_split_rule != MLA_GPU_SPLIT_RULE_FIXED) {
-        gpu_error(err, "mla_gpu_options: unknown fast_split_rule %d (adaptive or fixed)",
+        mla_error_set(err, "mla_gpu_options: unknown fast_split_rule %d (adaptive or fixed)",
                   o->fast_split_rule);
         return MLA_ERR_INVALID;
     }
     if (o->fast_merge != MLA_GPU_MERGE_AUTO && o->fast_merge != MLA_GPU_MERGE_STAGE2) {
-        gpu_error(err, "mla_gpu_options: unknown fast_merge %d (auto or stage2)", o->fast_merge);
+        mla_error_set(err, "mla_gpu_options: unknown fast_merge %d (auto or stage2)", o->fast_merge);
         return MLA_ERR_INVALID;
     }
     return MLA_OK;
@@ -154,24 +135,36 @@ static bool aligned(const void *p, size_t n)
 }
 
 // Rows per fast stage-1 CTA and the stage-1 grid's split count.
-static int fast_rows(const mla_shape *s, const mla_gpu_options &o)
+static int fast_rows(const mla_shape *s)
 {
-    return mla_sp_fast_rows(s->num_heads * s->q_len, o.fast_rows == 96, kTarget);
+    return mla_sp_fast_rows(s->num_heads * s->q_len, kTarget);
 }
-static int fast_num_splits(const mla_shape *s, const mla_gpu_options &o)
+// Most pieces one sequence of this shape can have, and most partial slots:
+// the bounds stage 2's weights and the workspace are sized by (shape only).
+static int fast_max_pieces(const mla_shape *s)
 {
-    const int nrb = mla_sp_fast_row_blocks(s->num_heads * s->q_len, fast_rows(s, o));
-    return mla_sp_fast_num_splits(s->num_seqs, nrb, MLA_GPU_FAST_TARGET_CTAS);
+    return mla_sp_fast_max_pieces(s->num_seqs, s->num_heads, s->q_len, kTarget, MLA_GPU_FAST_TARGET_CTAS);
+}
+static int fast_max_slots(const mla_shape *s)
+{
+    return mla_sp_fast_max_slots(s->num_seqs, s->num_heads, s->q_len, kTarget, MLA_GPU_FAST_TARGET_CTAS);
+}
+// The fast tier's balanced partition of this batch (split_policy.h).
+static mla_sp_fast_plan fast_plan(const mla_gpu_args *a, const mla_gpu_options &o)
+{
+    const mla_shape *s = &a->shape;
+    mla_sp_fast_plan pl;
+    mla_sp_fast_plan_make(s->num_seqs, s->num_heads, s->q_len, s->v_head_dim, a->num_kv_indices, o.fast_min_split,
+                          o.fast_split_rule == MLA_GPU_SPLIT_RULE_ADAPTIVE, kTarget, MLA_GPU_FAST_TARGET_CTAS,
+                          &pl);
+    return pl;
 }
 // The warp-specialized kernel (NVIDIA sm_90a) unrolls its k loop for 576
-// columns and exists for 64- and 96-row blocks only; for fp8 pools, for 64
-// rows only (config.h: no room for the fp8 staging next to a 96-row Q), so
-// fp8 with fast_rows 96 runs the single-role kernel.
-static bool fast_uses_ws(const mla_shape *s, const mla_gpu_options &o, bool fp8)
+// columns and takes 64-row blocks (more rows run as several blocks,
+// split_policy.c); smaller blocks run the single-role kernel.
+static bool fast_uses_ws(const mla_shape *s)
 {
-    if (kTarget != MLA_SP_NVIDIA || o.fast_kernel == MLA_GPU_FAST_KERNEL_MMA)
-        return false;
-    return (fp8 ? fast_rows(s, o) == 64 : fast_rows(s, o) >= 64) && s->head_dim == D_MAX;
+    return kTarget == MLA_SP_NVIDIA && fast_rows(s) == 64 && s->head_dim == D_MAX;
 }
 
 static_assert((int)KV_BF16 == (int)MLA_KV_BF16 && (int)KV_E4M3FN == (int)MLA_KV_FP8_E4M3FN &&
@@ -181,46 +174,22 @@ static bool kv_is_fp8(const mla_gpu_args *a)
 {
     return a->kv_dtype == MLA_KV_FP8_E4M3FN || a->kv_dtype == MLA_KV_FP8_E4M3FNUZ;
 }
-// The 64-row bf16 ws-pvg kernel (stage1_ws.h, PVG with SC: the softmax in
-// the PV warpgroups): forced by fast_kernel ws-pvg; under auto where it
-// measured faster than plain ws, splits of 2048 tokens or more on average
-// (docs/perf-log.md, step 26: K3 bs 8 / 16k and bs 32 / 4k 3%, DSV3 bs 32
-// and 64 / 16k 5-7%). Short splits (bs 1) keep plain ws, where it
-// measured 1-2% slower.
-static bool fast_uses_pvg(const mla_gpu_args *a, const mla_gpu_options &o, int num_splits)
+// The ws-pvsm kernel (stage1_ws.h with the softmax in the PV warpgroups,
+// bf16 pools): forced by fast_kernel ws-pvsm; under auto where it measured
+// faster than plain ws, chunks of 2048 tokens or more on average
+// (docs/gpu-design.md, "Softmax in the PV warpgroups": 3-7% on K3 bs 8 /
+// 16k, bs 32 / 4k and DSV3 bs 32-64 / 16k). Short splits keep plain ws,
+// where it measured 1-2% slower.
+static bool fast_uses_pvsm(const mla_gpu_args *a, const mla_gpu_options &o, int chunks)
 {
     const mla_shape *s = &a->shape;
-    if (kv_is_fp8(a) || fast_rows(s, o) != 64)
+    if (kv_is_fp8(a) || !fast_uses_ws(s))
         return false;
-    if (o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG)
+    if (o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVSM)
         return true;
     if (o.fast_kernel != MLA_GPU_FAST_KERNEL_AUTO)
         return false;
-    return (long long)a->num_kv_indices >= 2048LL * s->num_seqs * num_splits;
-}
-// The ping-pong stage 1 (stage1_pp.h: 64-row blocks, bf16 pools, head_dim
-// 576 as every ws kernel): only when fast_kernel ws-pp asks for it (3-8%
-// slower than auto's kernels at bs 8-64 on the H200 in its pair schedule;
-// docs/perf-log.md step 40); elsewhere ws-pp runs
-// plain ws, as ws-pvg does, so that a variant row of the backend table
-// never declines what SPEC section 3 says to accept.
-static bool fast_uses_pp(const mla_gpu_args *a, const mla_gpu_options &o)
-{
-    return o.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP && !kv_is_fp8(a) && fast_rows(&a->shape, o) == 64;
-}
-
-// The pair stage 1 (stage1_pair.h): fast_kernel pair on NVIDIA, bf16 pools,
-// head_dim 576 and v_head_dim 512 (each CTA of the pair holds 256 of V's
-// columns and the matching half of the rope), more than 32 and at most 96
-// rows (one pass, wgmma N = 64 or 96). Elsewhere pair runs what auto runs.
-// Only when fast_kernel pair asks for it: measured 1.12x auto's time at K3
-// bs 32 / 16k and 1.5x at DSV3 (docs/perf-log.md step 37).
-static bool fast_uses_pair(const mla_gpu_args *a, const mla_gpu_options &o)
-{
-    const mla_shape *s = &a->shape;
-    const int hl = s->num_heads * s->q_len;
-    return kTarget == MLA_SP_NVIDIA && o.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR && !kv_is_fp8(a) &&
-           s->head_dim == D_MAX && s->v_head_dim == DV_MAX && hl > 32 && hl <= 96;
+    return (long long)a->num_kv_indices >= 2048LL * chunks;
 }
 
 // Shape-level reasons the split tiers decline (mla_can_handle plus the
@@ -239,17 +208,17 @@ static const char *split_tier_shape_declines(const mla_shape *s, mla_gpu_tier ti
         return "batch or head count beyond the grid's y/z limit";
     if ((long long)s->num_heads * s->q_len > (1 << 24))
         return "num_heads * q_len too large";
-    const long long ns = tier == MLA_GPU_TIER_FAST ? fast_num_splits(s, o) : MLA_GPU_PERHEAD_MAX_SPLITS;
+    const long long ns = tier == MLA_GPU_TIER_FAST ? fast_max_pieces(s) : MLA_GPU_PERHEAD_MAX_SPLITS;
     // The widest stage-2 block (one chunk of Dv <= 512).
     if (stage2_smem(s->q_len, (int)ns, s->head_dim, 512) > 200 * 1024)
         return "q_len too large for the stage-2 shared-memory score block";
-    if (tier == MLA_GPU_TIER_FAST && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS) {
+    if (tier == MLA_GPU_TIER_FAST && o.fast_kernel != MLA_GPU_FAST_KERNEL_AUTO) {
         if (kTarget != MLA_SP_NVIDIA)
-            return "fast_kernel ws is an NVIDIA sm_90a kernel";
+            return "fast_kernel ws / ws-pvsm are NVIDIA sm_90a kernels";
         if (s->head_dim != D_MAX)
-            return "fast_kernel ws needs head_dim 576";
-        if (fast_rows(s, o) < 64)
-            return "fast_kernel ws needs 64 or 96 rows per CTA (num_heads * q_len > 32)";
+            return "fast_kernel ws / ws-pvsm need head_dim 576";
+        if (fast_rows(s) < 64)
+            return "fast_kernel ws / ws-pvsm need 64-row blocks (num_heads * q_len > 32)";
     }
     return NULL;
 }
@@ -262,39 +231,63 @@ static const mla_gpu_options &opts_or_default(const mla_gpu_options *opt, mla_gp
     return def;
 }
 
-static size_t partial_bytes(const mla_shape *s, int ns, size_t esize, size_t *lse_offset)
+// Bytes of `slots` partial slots of H L rows (esize bytes an element) and
+// their lse.
+static size_t partial_bytes(const mla_shape *s, int slots, size_t esize, size_t *lse_offset)
 {
-    return mla_sp_partial_bytes(s->num_seqs, ns, s->num_heads, s->q_len, s->v_head_dim, esize,
-                                lse_offset);
+    return mla_sp_partial_bytes(1, slots, s->num_heads, s->q_len, s->v_head_dim, esize, lse_offset);
 }
 
-extern "C" size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
-                                         const mla_gpu_options *opt)
+extern "C" mla_status mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier,
+                                             const mla_gpu_options *opt, size_t *bytes, mla_error *err)
 {
-    if (!s || mla_gpu_options_check(opt, NULL) != MLA_OK)
-        return 0;
+    if (bytes)
+        *bytes = 0;
+    if (!s || !bytes) {
+        mla_error_set(err, "mla_gpu_workspace_size: %s is NULL", !s ? "shape" : "bytes");
+        return MLA_ERR_INVALID;
+    }
+    mla_status st = mla_gpu_options_check(opt, err);
+    if (st != MLA_OK)
+        return st;
     mla_gpu_options def;
     const mla_gpu_options &o = opts_or_default(opt, def);
     switch (tier) {
     case MLA_GPU_TIER_FAST:
-        if (split_tier_shape_declines(s, tier, o))
-            return 0;
-        return partial_bytes(s, fast_num_splits(s, o), 2, NULL);
-    case MLA_GPU_TIER_PERHEAD:
-        if (split_tier_shape_declines(s, tier, o))
-            return 0;
-        // The count depends on the prefix total, which a shape lacks: the
-        // largest.
-        return partial_bytes(s, MLA_GPU_PERHEAD_MAX_SPLITS, 4, NULL);
+    case MLA_GPU_TIER_PERHEAD: {
+        const char *why = split_tier_shape_declines(s, tier, o);
+        if (why) {
+            mla_error_set(err, "%s tier declines: %s", mla_gpu_tier_name(tier), why);
+            return MLA_ERR_DECLINED;
+        }
+        // Per-head: the count depends on the prefix total, which a shape
+        // lacks: the largest.
+        *bytes = tier == MLA_GPU_TIER_FAST ? partial_bytes(s, fast_max_slots(s), 2, NULL)
+                                           : partial_bytes(s, MLA_GPU_PERHEAD_MAX_SPLITS * s->num_seqs, 4, NULL);
+        if (*bytes == 0) {
+            mla_error_set(err, "%s tier: the workspace size of this shape overflows", mla_gpu_tier_name(tier));
+            return MLA_ERR_INVALID;
+        }
+        return MLA_OK;
+    }
     case MLA_GPU_TIER_GENERIC:
-        return 0;
+        return MLA_OK;
     case MLA_GPU_TIER_AUTO: {
-        const size_t f = mla_gpu_workspace_size(s, MLA_GPU_TIER_FAST, opt);
-        const size_t p = mla_gpu_workspace_size(s, MLA_GPU_TIER_PERHEAD, opt);
-        return f > p ? f : p;
+        // The most any tier the chain may pick needs; a declining tier
+        // needs nothing.
+        size_t f = 0, p = 0;
+        st = mla_gpu_workspace_size(s, MLA_GPU_TIER_FAST, opt, &f, err);
+        if (st != MLA_OK && st != MLA_ERR_DECLINED)
+            return st;
+        st = mla_gpu_workspace_size(s, MLA_GPU_TIER_PERHEAD, opt, &p, err);
+        if (st != MLA_OK && st != MLA_ERR_DECLINED)
+            return st;
+        *bytes = f > p ? f : p;
+        return MLA_OK;
     }
     }
-    return 0;
+    mla_error_set(err, "mla_gpu_workspace_size: unknown tier %d", (int)tier);
+    return MLA_ERR_INVALID;
 }
 
 static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_gpu_options &o)
@@ -313,9 +306,6 @@ static const char *declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla_
     // bf16: 8 elements per 16 bytes; fp8: 16 (the warp-specialized gather)
     if (!aligned(a->kv_buffer, 16) || a->kv_stride_slot % (kv_is_fp8(a) ? 16 : 8))
         return "kv_buffer is not 16-byte aligned per slot";
-    if (tier == MLA_GPU_TIER_FAST && kv_is_fp8(a) && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS &&
-        !fast_uses_ws(&a->shape, o, true))
-        return "fast_kernel ws reads fp8 pools with 64-row blocks only (fast_rows 64)";
     if (!aligned(a->k_extend, 16) || a->k_stride_tok % 8 || !aligned(a->v_extend, 16) ||
         a->v_stride_tok % 8)
         return "k_extend / v_extend rows are not 16-byte aligned";
@@ -338,7 +328,7 @@ extern "C" const char *mla_gpu_declines(const mla_gpu_args *a, mla_gpu_tier tier
 static mla_status check_args(const mla_gpu_args *a, mla_error *err)
 {
     if (!a) {
-        gpu_error(err, "mla_gpu_run: no arguments");
+        mla_error_set(err, "mla_gpu_run: no arguments");
         return MLA_ERR_INVALID;
     }
     const mla_shape *s = &a->shape;
@@ -346,24 +336,24 @@ static mla_status check_args(const mla_gpu_args *a, mla_error *err)
     if (s->num_seqs < 0 || (s->num_seqs == 0 && s->num_q_tokens != 0) || s->num_heads < 1 || s->num_kv_heads < 1 ||
         s->num_heads % s->num_kv_heads != 0 || s->head_dim < 1 || s->v_head_dim < 1 ||
         s->num_q_tokens < 0) {
-        gpu_error(err, "mla_gpu_run: invalid shape (bs %d, heads %d/%d, dims %d/%d, tokens %lld)",
+        mla_error_set(err, "mla_gpu_run: invalid shape (bs %d, heads %d/%d, dims %d/%d, tokens %lld)",
                   s->num_seqs, s->num_heads, s->num_kv_heads, s->head_dim, s->v_head_dim,
                   (long long)s->num_q_tokens);
         return MLA_ERR_INVALID;
     }
     if (s->v_head_dim > s->kv_dim) {
-        gpu_error(err, "mla_gpu_run: v_head_dim %d exceeds the kv pool width %d", s->v_head_dim,
+        mla_error_set(err, "mla_gpu_run: v_head_dim %d exceeds the kv pool width %d", s->v_head_dim,
                   s->kv_dim);
         return MLA_ERR_INVALID;
     }
     if (a->kv_dtype != MLA_KV_BF16 && !kv_is_fp8(a)) {
-        gpu_error(err, "mla_gpu_run: kv_dtype %d is no mla_kv_dtype (bf16 0, float8_e4m3fn 1, float8_e4m3fnuz 2)",
+        mla_error_set(err, "mla_gpu_run: kv_dtype %d is no mla_kv_dtype (bf16 0, float8_e4m3fn 1, float8_e4m3fnuz 2)",
                   a->kv_dtype);
         return MLA_ERR_INVALID;
     }
     if (!a->q || !a->k_extend || !a->v_extend || !a->kv_buffer || !a->qo_indptr || !a->kv_indptr ||
         !a->o || (!a->kv_indices && a->num_kv_indices > 0) || (s->has_sinks && !a->sinks)) {
-        gpu_error(err, "mla_gpu_run: a required device pointer is NULL");
+        mla_error_set(err, "mla_gpu_run: a required device pointer is NULL");
         return MLA_ERR_INVALID;
     }
     return MLA_OK;
@@ -372,17 +362,17 @@ static mla_status check_args(const mla_gpu_args *a, mla_error *err)
 
 // What the launch of a split tier needs beyond the arguments: the plan and
 // the workspace carved into partial outputs and lse.
+// What the launch of a split tier needs beyond the arguments: the plan and
+// the workspace carved into partial outputs and lse.
+enum class FastStage1 { MMA, WS, WS_PVSM };
 struct SplitLaunch {
     const mla_gpu_args *g;
     mla_gpu_run_info info;
-    int cw;          // stage-2 output columns per block
-    bool ws;         // fast stage 1 on the warp-specialized kernel
-    bool pvg;        // ... with the PV warpgroups gathering (fast_kernel ws-pvg)
-    bool pp;         // ... as the ping-pong kernel (fast_kernel ws-pp)
-    bool pair;       // ... as the pair kernel (fast_kernel pair)
-    bool direct;     // stage 1 may write o and lse itself (fast_merge auto)
-    void *part_o;    // bf16 (fast) or fp32 (per-head) partial outputs
-    float *part_lse; // natural-log partial lse
+    mla_sp_fast_plan plan; // fast tier only
+    FastStage1 kernel;     // fast tier only
+    bool direct;           // stage 1 may write o and lse itself (fast_merge auto)
+    void *part_o;          // bf16 (fast) or fp32 (per-head) partial outputs
+    float *part_lse;       // natural-log partial lse
     hipStream_t stream;
 };
 
@@ -401,10 +391,11 @@ static void fill_common(const SplitLaunch &a, Stage1Params &p1, Stage2Params &p2
     p1.kv_indices = g.kv_indices;
     p1.H = H;
     p1.L = L;
-    p1.HL = H * L;
     p1.D = g.shape.head_dim;
     p1.Dv = g.shape.v_head_dim;
+    p1.num_seqs = g.shape.num_seqs;
     p1.num_splits = a.info.num_splits;
+    p1.work = 0;
     p1.scale_log2 = g.sm_scale * g.k_scale * LOG2E;
     p1.v_scale = g.v_scale;
     p1.part_o = a.part_o;
@@ -424,9 +415,12 @@ static void fill_common(const SplitLaunch &a, Stage1Params &p1, Stage2Params &p2
     p2.HL = H * L;
     p2.D = p1.D;
     p2.Dv = p1.Dv;
+    p2.num_seqs = p1.num_seqs;
     p2.num_splits = a.info.num_splits;
-    p2.cw = a.cw;
+    p2.max_pieces = a.info.num_splits;
+    p2.work = 0;
     p2.s1_draft = 0;
+    p2.s1_direct = 0;
     p2.sm_scale = g.sm_scale;
     p2.part_o = a.part_o;
     p2.part_lse = a.part_lse;
@@ -442,64 +436,52 @@ static hipError_t launch_fast(const SplitLaunch &a)
     Stage1Params p1;
     Stage2Params p2;
     fill_common(a, p1, p2);
-    p1.split_mode = p2.split_mode = 0;
-    p1.row_mode = 0;
-    p1.min_split = p2.min_split = a.info.min_split;
+    p1.mode = p2.mode = S1_FAST;
+    p1.work = p2.work = a.plan.work;
+    p2.max_pieces = fast_max_pieces(&a.g->shape);
+    p2.cw = a.plan.cw;
     const int bs = a.g->shape.num_seqs;
     const int rows = a.info.rows_per_cta;
-    dim3 grid(a.info.num_splits, (p1.HL + rows - 1) / rows, bs);
+    // Grid (chunk, row block): each CTA takes the pieces of its chunk
+    // (PieceWalk, stage1_common.h).
+    dim3 grid(a.plan.chunks, a.plan.row_blocks, 1);
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
-    if (a.pair) {
-        // One cluster of two CTAs per split, all rows in one pass; the
-        // draft block goes through stage 2.
-        const dim3 pg(2 * a.info.num_splits, 1, bs);
-        e = rows == 96 ? launch_stage1_pair<96>(p1, pg, a.stream) : launch_stage1_pair<64>(p1, pg, a.stream);
-        if (e != hipSuccess)
-            return e;
-        return launch_stage2<bf16_t>(p2, bs, a.stream, true);
-    }
-    // ws-pvg's stage 1 takes the draft block into each sequence's last
-    // split (Stage1Draft): stage 2 then merges the splits only, its blocks
-    // do no draft products after stage 1's CTAs leave the SMs (about 5 us of
-    // K3 bs 8 / 16k, docs/perf-log.md step 29). Not with scaled pools: the
-    // drafts take neither k_scale nor v_scale (SPEC section 2).
+    // ws-pvsm's stage 1 takes the draft block into each sequence's last
+    // piece (Stage1Draft): stage 2 then merges the pieces only, its blocks
+    // do no draft products after stage 1's CTAs leave the SMs
+    // (docs/gpu-design.md, "Draft block in stage 1"). Not with scaled pools:
+    // the drafts take neither k_scale nor v_scale (SPEC section 2). Dv ==
+    // 512: the kernel reads 512 columns of each v_extend row (narrower
+    // values go through stage 2, which reads its own columns: k3-dv256).
     const mla_gpu_args &g = *a.g;
-    Stage1Draft dr = {g.k_extend, g.v_extend, g.k_stride_tok, g.v_stride_tok, 0};
-    // Dv == 512: the kernel reads 512 columns of each v_extend row, whose
-    // rows are Dv wide (narrower values go through stage 2, which reads its
-    // own columns: k3-dv256).
-    dr.on = rows == 64 && a.ws && a.pvg && p1.kv_fmt == KV_BF16 && g.k_scale == 1.f && g.v_scale == 1.f &&
+    Stage1Draft dr = {g.k_extend, g.v_extend, g.k_stride_tok, g.v_stride_tok, g.o, g.lse, 0, 0};
+    dr.on = a.kernel == FastStage1::WS_PVSM && g.k_scale == 1.f && g.v_scale == 1.f &&
             p1.L <= 8 /* ws_draft_pv_exact: at most 8 drafts */ && p1.Dv == DV_MAX;
     p2.s1_draft = dr.on;
-    // One split for every sequence (the plan's count, a function of the
-    // shape) and the draft block in stage 1: stage 2 would copy each
-    // partial into o bit for bit (one weight of exactly 1; 0 and -inf, or
-    // NaN, carried as they are), so stage 1 writes its partial and lse
-    // straight into o and lse and no stage 2 runs. Its partial row b H L +
-    // i H + h (split 0 of [b][s][r = i H + h]) is o's row (q0 + i) H + h
-    // when o and lse are dense ([tokens][H][Dv], [tokens][H]) and q_len
-    // declares every sequence's rows (q0 = qo_indptr[b] = b L).
-    const bool direct = dr.on && a.direct && a.info.num_splits == 1 && g.o_stride_head == p1.Dv &&
-                        g.o_stride_tok == (int64_t)p1.H * p1.Dv && (!g.lse || g.lse_stride_tok == p1.H);
-    if (direct) {
-        p1.part_o = g.o;
-        if (g.lse)
-            p1.part_lse = g.lse;
-    }
+    // A sequence with one piece and the draft block in stage 1: stage 2
+    // would copy that piece into o bit for bit (one weight of exactly 1; 0
+    // and -inf, or NaN, carried as they are), so stage 1 writes it straight
+    // into o and lse, and stage 2 skips the sequence. Its partial row
+    // r = i H + h is o's row (b L + i) H + h when o and lse are dense
+    // ([tokens][H][Dv], [tokens][H]) and q_len declares every sequence's rows.
+    dr.direct = dr.on && a.direct && g.o_stride_head == p1.Dv && g.o_stride_tok == (int64_t)p1.H * p1.Dv &&
+                (!g.lse || g.lse_stride_tok == p1.H);
+    p2.s1_direct = dr.direct;
     if (rows == 16)
         e = launch_stage1_mma<1, 4, 1, bf16_t, 0>(p1, grid, a.stream);
     else if (rows == 32)
         e = launch_stage1_mma<2, 4, 1, bf16_t, 0>(p1, grid, a.stream);
-    else if (rows == 64)
-        e = !a.ws ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
-            : a.pp                 ? launch_stage1_pp(p1, grid, a.stream)
-            : p1.kv_fmt != KV_BF16 ? launch_stage1_ws<4, 8, true, false>(p1, dr, grid, a.stream)
-            : a.pvg                ? launch_stage1_ws<4, 8, false, true>(p1, dr, grid, a.stream)
-                                   : launch_stage1_ws<4, 8, false, false>(p1, dr, grid, a.stream);
     else
-        e = a.ws ? launch_stage1_ws<6, 8, false, false>(p1, dr, grid, a.stream)
-                 : launch_stage1_mma<6, 12, 3, bf16_t, 0>(p1, grid, a.stream);
+        e = a.kernel == FastStage1::MMA    ? launch_stage1_mma<4, 8, 2, bf16_t, 0>(p1, grid, a.stream)
+            : p1.kv_fmt != KV_BF16         ? launch_stage1_ws<true, false>(p1, dr, grid, a.stream)
+            : a.kernel == FastStage1::WS_PVSM ? launch_stage1_ws<false, true>(p1, dr, grid, a.stream)
+                                              : launch_stage1_ws<false, false>(p1, dr, grid, a.stream);
+    if (e != hipSuccess)
+        return e;
+    // One chunk holding the one sequence: its only piece wrote o itself.
+    if (dr.direct && a.plan.chunks == 1 && bs == 1)
+        return hipSuccess;
 #elif defined(__gfx942__) || defined(__gfx941__) || defined(__gfx940__) || defined(__gfx90a__)
     (void)rows; // gfx942's plan: 32-row blocks only (split_policy.c)
     e = launch_stage1_mma<2, 8, 1, bf16_t, 0>(p1, grid, a.stream);
@@ -511,10 +493,6 @@ static hipError_t launch_fast(const SplitLaunch &a)
 #endif
     if (e != hipSuccess)
         return e;
-#if defined(MLA_TARGET_NVIDIA)
-    if (direct)
-        return hipSuccess;
-#endif
     // The fast tier overlaps stage 2's prologue with stage 1 (PDL); the
     // per-head baseline keeps upstream's two plain launches.
     return launch_stage2<bf16_t>(p2, bs, a.stream, true);
@@ -530,9 +508,8 @@ static hipError_t launch_perhead(const SplitLaunch &a)
     Stage1Params p1;
     Stage2Params p2;
     fill_common(a, p1, p2);
-    p1.split_mode = p2.split_mode = 1;
-    p1.min_split = p2.min_split = 1;
-    p1.row_mode = 1;
+    p1.mode = p2.mode = S1_PERHEAD;
+    p2.cw = mla_sp_stage2_cols(p2.Dv, p2.num_seqs, p2.H, MLA_GPU_FAST_TARGET_CTAS);
     const int bs = a.g->shape.num_seqs;
     const int rows = a.info.rows_per_cta;
     dim3 grid(a.info.num_splits, p1.H * ((p1.L + rows - 1) / rows), bs);
@@ -590,7 +567,7 @@ static mla_status launched(hipError_t e, const char *what, mla_error *err)
 {
     if (e == hipSuccess)
         return MLA_OK;
-    gpu_error(err, "%s launch failed: %s", what, hipGetErrorString(e));
+    mla_error_set(err, "%s launch failed: %s", what, hipGetErrorString(e));
     return MLA_ERR_RUNTIME;
 }
 
@@ -615,12 +592,12 @@ extern "C" mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier,
             tier = MLA_GPU_TIER_GENERIC;
     }
     if (tier != MLA_GPU_TIER_FAST && tier != MLA_GPU_TIER_PERHEAD && tier != MLA_GPU_TIER_GENERIC) {
-        gpu_error(err, "mla_gpu_run: unknown tier %d", (int)tier);
+        mla_error_set(err, "mla_gpu_run: unknown tier %d", (int)tier);
         return MLA_ERR_INVALID;
     }
     const char *why = declines(a, tier, o);
     if (why) {
-        gpu_error(err, "%s tier declines: %s", mla_gpu_tier_name(tier), why);
+        mla_error_set(err, "%s tier declines: %s", mla_gpu_tier_name(tier), why);
         return MLA_ERR_DECLINED;
     }
     const mla_shape *s = &a->shape;
@@ -630,35 +607,24 @@ extern "C" mla_status mla_gpu_plan(const mla_gpu_args *a, mla_gpu_tier tier,
     r.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
     if (tier == MLA_GPU_TIER_GENERIC) {
         if (s->num_q_tokens > 0x7fffffffLL || s->num_heads > 65535) {
-            gpu_error(err, "generic tier: %lld tokens x %d heads exceeds the grid",
+            mla_error_set(err, "generic tier: %lld tokens x %d heads exceeds the grid",
                       (long long)s->num_q_tokens, s->num_heads);
             return MLA_ERR_INVALID;
         }
         if (generic_smem(s->head_dim, s->v_head_dim) > 220 * 1024) {
-            gpu_error(err, "generic tier: head_dim %d / v_head_dim %d exceed shared memory",
+            mla_error_set(err, "generic tier: head_dim %d / v_head_dim %d exceed shared memory",
                       s->head_dim, s->v_head_dim);
             return MLA_ERR_INVALID;
         }
         r.rows_per_cta = 1;
     } else if (tier == MLA_GPU_TIER_FAST) {
-        r.num_splits = fast_num_splits(s, o);
-        r.rows_per_cta = fast_rows(s, o);
-        if (fast_uses_pair(a, o)) {
-            // Two CTAs per split, as two 64-row blocks would take.
-            r.num_splits = mla_sp_fast_num_splits(s->num_seqs, 2, MLA_GPU_FAST_TARGET_CTAS);
-            r.rows_per_cta = s->num_heads * s->q_len <= 64 ? 64 : 96;
-        }
-        const int cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads,
-                                          MLA_GPU_FAST_TARGET_CTAS);
-        r.min_split = mla_sp_fast_min_split(o.fast_min_split,
-                                            o.fast_split_rule == MLA_GPU_SPLIT_RULE_ADAPTIVE,
-                                            a->num_kv_indices, s->num_seqs, r.num_splits,
-                                            s->q_len, cw);
-        r.fast_kernel = fast_uses_pair(a, o)                 ? MLA_GPU_FAST_KERNEL_PAIR
-                        : !fast_uses_ws(s, o, kv_is_fp8(a))        ? MLA_GPU_FAST_KERNEL_MMA
-                        : fast_uses_pp(a, o)                ? MLA_GPU_FAST_KERNEL_WS_PP
-                        : fast_uses_pvg(a, o, r.num_splits) ? MLA_GPU_FAST_KERNEL_WS_PVG
-                                                            : MLA_GPU_FAST_KERNEL_WS;
+        const mla_sp_fast_plan pl = fast_plan(a, o);
+        r.num_splits = pl.chunks;
+        r.rows_per_cta = pl.rows;
+        r.min_split = pl.min_split;
+        r.fast_kernel = !fast_uses_ws(s)                  ? MLA_GPU_FAST_KERNEL_MMA
+                        : fast_uses_pvsm(a, o, pl.chunks) ? MLA_GPU_FAST_KERNEL_WS_PVSM
+                                                          : MLA_GPU_FAST_KERNEL_WS;
     } else {
         r.num_splits = mla_sp_perhead_num_splits(s->num_seqs, a->num_kv_indices);
         r.rows_per_cta = kTarget == MLA_SP_NVIDIA ? 16 : 32;
@@ -689,22 +655,23 @@ extern "C" mla_status mla_gpu_run(const mla_gpu_args *a, mla_gpu_tier tier,
     mla_gpu_options def;
     const mla_gpu_options &o = opts_or_default(opt, def);
     const bool fast = r.tier == MLA_GPU_TIER_FAST;
-    const size_t esize = fast ? 2 : 4;
-    size_t lse_offset = 0;
-    const size_t need = partial_bytes(s, r.num_splits, esize, &lse_offset);
-    if (need == 0 || need > workspace_bytes || !workspace || !aligned(workspace, 256)) {
-        gpu_error(err, "%s tier: workspace of %zu bytes at %p is too small or misaligned (needs %zu, 256-byte aligned)",
-                  mla_gpu_tier_name(r.tier), workspace_bytes, workspace, need);
-        return MLA_ERR_INVALID;
-    }
     SplitLaunch la;
     la.g = a;
     la.info = r;
-    la.cw = mla_sp_stage2_cols(s->v_head_dim, s->num_seqs, s->num_heads, MLA_GPU_FAST_TARGET_CTAS);
-    la.ws = fast && r.fast_kernel != MLA_GPU_FAST_KERNEL_MMA;
-    la.pvg = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG;
-    la.pp = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PP;
-    la.pair = fast && r.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR;
+    if (fast) {
+        la.plan = fast_plan(a, o);
+        la.kernel = r.fast_kernel == MLA_GPU_FAST_KERNEL_MMA       ? FastStage1::MMA
+                    : r.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVSM ? FastStage1::WS_PVSM
+                                                                   : FastStage1::WS;
+    }
+    size_t lse_offset = 0;
+    const size_t need = fast ? partial_bytes(s, la.plan.slots, 2, &lse_offset)
+                             : partial_bytes(s, r.num_splits * s->num_seqs, 4, &lse_offset);
+    if (need == 0 || need > workspace_bytes || !workspace || !aligned(workspace, 256)) {
+        mla_error_set(err, "%s tier: workspace of %zu bytes at %p is too small or misaligned (needs %zu, 256-byte aligned)",
+                      mla_gpu_tier_name(r.tier), workspace_bytes, workspace, need);
+        return MLA_ERR_INVALID;
+    }
     la.part_o = workspace;
     la.part_lse = (float *)((char *)workspace + lse_offset);
     la.direct = fast && o.fast_merge == MLA_GPU_MERGE_AUTO;

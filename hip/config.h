@@ -132,9 +132,13 @@ static_assert(amd_stage1_smem_plan(AMD_GFX950, 32, 8).bytes <= AMD_GFX950.lds_li
               "gfx950 32-row stage 1 exceeds 160 KiB of LDS");
 #endif // !MLA_TARGET_NVIDIA
 
-// K/V stages in flight of the warp-specialized stage 1: 4 for 64 rows (the
-// gather runs three tiles ahead), 3 for 96 rows (a 110 KB Q leaves no room
-// for a fourth). fp8 pools (64 rows only): the PV warpgroups land fp8 codes
+// The warp-specialized stage 1 (stage1_ws.h): 64 query rows, a producer
+// warpgroup and two PV warpgroups.
+constexpr int WS_ROWS = 64;
+constexpr int WS_THREADS = 3 * 128;
+// K/V stages in flight of the warp-specialized stage 1: 4 for bf16 pools
+// (the gather runs three tiles ahead; ws-pvsm has a fifth, stage1_ws.h).
+// fp8 pools: the PV warpgroups land fp8 codes
 // in WS_F8_STAGING staging tiles (18 KB each) and, during their PV of tile
 // t, decode tile t + 2 into a bf16 stage, so the bf16 stages are 3: tile t
 // (PV), t + 1 (the producer's S) and t + 2 (being decoded); the gather runs
@@ -147,9 +151,8 @@ constexpr int ws_stages(int rows, bool f8 = false)
 
 // Warp-specialized stage 1 (stage1_ws.h): unpadded rows (D_MAX columns) in
 // the 128-byte swizzled layout, whose atoms need 1024-byte alignment (the
-// request carries 1024 bytes of slack). P: 64 rows, 128-byte swizzled
-// K-major (an atom of 64 columns, 32 used); 96 rows, K-major without
-// swizzle (64-byte rows).
+// request carries 1024 bytes of slack). P: 128-byte swizzled K-major (an
+// atom of 64 columns, 32 used).
 constexpr Stage1Smem stage1_ws_smem_plan(int rows, bool f8 = false)
 {
     Stage1Smem m{};
@@ -166,86 +169,7 @@ constexpr Stage1Smem stage1_ws_smem_plan(int rows, bool f8 = false)
     return m;
 }
 static_assert(stage1_ws_smem_plan(64).bytes <= 232448, "64-row warp-specialized stage 1 exceeds 227 KB");
-static_assert(stage1_ws_smem_plan(96).bytes <= 232448, "96-row warp-specialized stage 1 exceeds 227 KB");
 static_assert(stage1_ws_smem_plan(64, true).bytes <= 232448, "64-row fp8 warp-specialized stage 1 exceeds 227 KB");
-
-// Ping-pong stage 1 (stage1_pp.h; fast_kernel ws-pp): 64 rows, 64-token
-// K/V blocks in two buffers, each nine 128-byte swizzled atoms of 64 token
-// rows (8 KB: an N = 64 K-major operand keeps its 64 rows in one atom, 1024
-// bytes per 8 rows). The even block's P (64 x 64 bf16, one such atom) goes
-// into its own buffer's rope atom once the block's S chain has read it; the
-// odd block's into PX (its buffer's rope atom frees with the right half,
-// before the other warpgroup's PV reads P). Then the pair's statistics
-// (running max, the two blocks' factors, the row sums at the end: 5 x 64
-// fp32), and the mbarriers FULL_L[2], FULL_R[2], EMPTY_L[2], EMPTY_R[2],
-// QREADY, SC0, SC1, P0R, P1R.
-constexpr int PP_BN = 64;
-constexpr int PP_ATOM = PP_BN * 128;        // bytes of one 64-column atom of a block
-constexpr int PP_BUF = (D_MAX / 64) * PP_ATOM; // bytes of one K/V block
-struct Stage1PpSmem {
-    int q;     // Q, 64 rows, swizzled atoms of 64 x 128 bytes
-    int buf;   // two K/V blocks, PP_BUF bytes each
-    int px;    // the odd block's P, one atom
-    int pub;   // fp32 [5][64]: running max, the two factors, the two row sums
-    int mbar;  // PP_NMBAR mbarriers, 8 bytes each
-    int bytes; // dynamic shared memory to request (1024 bytes of alignment slack)
-};
-// FULL_L/R[2] EMPTY_L/R[2] Q SC0 SC1 P0R P1R, and one per atom of each
-// buffer (ATOM[2][9]: the box copies' bytes).
-constexpr int PP_NMBAR = 13 + 2 * 9;
-constexpr Stage1PpSmem stage1_pp_smem_plan()
-{
-    Stage1PpSmem m{};
-    m.q = 0;
-    m.buf = m.q + 64 * D_MAX * 2;
-    m.px = m.buf + 2 * PP_BUF;
-    m.pub = m.px + PP_ATOM;
-    m.mbar = m.pub + 5 * 64 * 4;
-    m.bytes = 1024 + m.mbar + PP_NMBAR * 8;
-    return m;
-}
-static_assert(stage1_pp_smem_plan().bytes <= 232448, "ping-pong stage 1 exceeds 227 KB");
-static_assert(64 * (DV_MAX + 8) * 2 <= 2 * PP_BUF, "ping-pong partial staging fits the K/V blocks");
-
-// Pair stage 1 (stage1_pair.h; fast_kernel pair): a cluster of two CTAs
-// takes one split for all NR query rows (96 or 64), CTA r holding the nope
-// columns 256 r .. 256 r + 255 (its half of V) and rope columns 512 + 32 r
-// .. + 31 of Q and of every 64-token block. A block stage: four 128-byte
-// swizzled atoms of 64 token rows (8 KB each) and the rope part, K-major
-// without swizzle (8-row x 16-byte core matrices, 512 bytes per 8 rows).
-// Q^T the same way over NR rows (each S warpgroup's own quarter, then its
-// partner-bound one). Then the partner's partial scores of this CTA's own
-// rows (fp32 [2 S warpgroups][2 slots][NR / 4 columns][64 tokens], in the
-// senders' register order), the probabilities P^T (bf16 [2 slots][NR rows]
-// [64 tokens], 128-byte swizzled), the per-row rescale factors [2][NR], the
-// max-reduction and sum-reduction scratch, the final 1 / l [NR], and the
-// mbarriers.
-constexpr int PR_BN = 64;                    // tokens per block
-constexpr int PR_STAGES = 3;                 // blocks in flight
-constexpr int PR_ATOM = PR_BN * 128;         // one nope atom column of a block
-constexpr int PR_ROPE = 4 * PR_ATOM;         // offset of the rope part in a stage
-constexpr int PR_STAGE = PR_ROPE + PR_BN * 64; // bytes of one stage
-constexpr int PR_NMBAR = 24; // FULL[3] EMPTY[3] SXF[2][2] MX[2][2] PF[2] PE[2] LX[2] QR FIN, and slack
-struct Stage1PairSmem {
-    int q, stage, sx, p, alpha, red, fin, mbar, bytes;
-};
-constexpr Stage1PairSmem stage1_pair_smem_plan(int nr)
-{
-    Stage1PairSmem m{};
-    m.q = 0;
-    m.stage = m.q + ((4 * nr * 128 + nr * 64 + 1023) & ~1023);
-    m.p = m.stage + PR_STAGES * PR_STAGE;           // 1024-aligned: PR_STAGE is
-    m.sx = m.p + 2 * nr * 128;
-    m.alpha = m.sx + 2 * (nr / 2) * PR_BN * 4;
-    m.red = m.alpha + 2 * nr * 4;
-    m.fin = m.red + 2 * (nr / 2) * 4 * 4;
-    m.mbar = m.fin + nr * 4;
-    m.bytes = 1024 + m.mbar + PR_NMBAR * 8;
-    return m;
-}
-static_assert(PR_STAGE % 1024 == 0, "pair stages keep the 1024-byte swizzle alignment");
-static_assert(stage1_pair_smem_plan(96).bytes <= 232448, "pair stage 1 exceeds 227 KB");
-static_assert(96 * (256 + 8) * 2 <= PR_STAGES * PR_STAGE, "pair partial staging fits the stages");
 
 // Stage 2 (stage2_merge.h), per block of cw output columns: fp32 draft
 // scores [L][L], draft weights [L][L], split weights [L][NS], and partial

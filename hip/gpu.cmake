@@ -26,8 +26,6 @@ set(MLA_GPU_HIP_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/api.hip
   ${CMAKE_CURRENT_LIST_DIR}/launch_stage1_mma.hip
   ${CMAKE_CURRENT_LIST_DIR}/launch_stage1_ws.hip
-  ${CMAKE_CURRENT_LIST_DIR}/launch_stage1_pp.hip
-  ${CMAKE_CURRENT_LIST_DIR}/launch_stage1_pair.hip
   ${CMAKE_CURRENT_LIST_DIR}/launch_stage2_merge.hip
   ${CMAKE_CURRENT_LIST_DIR}/launch_generic.hip)
 set_source_files_properties(${MLA_GPU_HIP_SOURCES} PROPERTIES LANGUAGE CUDA)

@@ -12,8 +12,7 @@
 #define MLA_STAGE1_MMA_NVIDIA(X)                                                                   \
     X(1, 4, 1, bf16_t, 0)    /* fast, up to 16 rows */                                             \
     X(2, 4, 1, bf16_t, 0)    /* fast, up to 32 rows */                                             \
-    X(4, 8, 2, bf16_t, 0)    /* fast, 64 rows: head_dim != 576 or fast_kernel mma */               \
-    X(6, 12, 3, bf16_t, 0)   /* fast, 96 rows: idem, with fast_rows 96 */                          \
+    X(4, 8, 2, bf16_t, 0)    /* fast, 64 rows of heads other than 576 wide */                      \
     X(1, 4, 1, float, 1024)  /* per-head: one head's 16 draft rows, 576 padded to 1024 */
 // AMD: the rows per CTA that the arch's LDS plan takes (config.h
 // AmdStage1Arch): gfx950 up to 64 (more rows run as 64-row blocks), gfx942
@@ -32,15 +31,12 @@
     X(2, 8, 1, float, 0)     /* per-head: one head's 32 draft rows */
 #endif
 
-// stage1_ws_kernel<MT, NPW, F8, PVG> (kernels/stage1_ws.h, NVIDIA sm_90a
-// only): 16 MT rows, NPW PV warps, F8 an fp8 pool (64 rows only: the
-// 96-row Q leaves no shared memory for the fp8 staging tiles), PVG the
-// softmax in the PV warpgroups (fast_kernel ws-pvg, 64 rows, bf16).
+// stage1_ws_kernel<F8, PVSM> (kernels/stage1_ws.h, NVIDIA sm_90a only):
+// 64 rows, F8 an fp8 pool, PVSM the softmax in the PV warpgroups (bf16).
 #define MLA_STAGE1_WS_NVIDIA(X)                                                                    \
-    X(4, 8, false, false)    /* fast, 64 rows (default for head_dim 576) */                        \
-    X(4, 8, false, true)     /* fast, 64 rows, softmax in the PV warps (fast_kernel ws-pvg) */      \
-    X(4, 8, true, false)     /* fast, 64 rows, fp8 pool */                                         \
-    X(6, 8, false, false)    /* fast, 96 rows with fast_rows 96 */
+    X(false, false)          /* fast, 64 rows (default for head_dim 576) */                        \
+    X(false, true)           /* fast, 64 rows, softmax in the PV warps (ws-pvsm) */                \
+    X(true, false)           /* fast, 64 rows, fp8 pool */
 
 // stage2_kernel<PT> (kernels/stage2_merge.h): bf16 (fast) and fp32
 // (per-head) partials; both targets.

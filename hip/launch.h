@@ -22,11 +22,9 @@ template <int MT, int NW, int RG, typename PT, int PADK>
 hipError_t launch_stage1_mma(const Stage1Params &p, dim3 grid, hipStream_t st);
 
 #if defined(MLA_TARGET_NVIDIA)
-template <int MT, int NPW, bool F8, bool PVG>
+// F8: an fp8 pool; PVSM: the softmax in the PV warpgroups (ws-pvsm).
+template <bool F8, bool PVSM>
 hipError_t launch_stage1_ws(const Stage1Params &p, const Stage1Draft &dr, dim3 grid, hipStream_t st);
-hipError_t launch_stage1_pp(const Stage1Params &p, dim3 grid, hipStream_t st);
-// grid.x: two CTAs (one cluster) per split; NR 96 or 64.
-template <int NR> hipError_t launch_stage1_pair(const Stage1Params &p, dim3 grid, hipStream_t st);
 #endif
 
 // pdl: overlap the prologue with stage 1 (programmatic dependent launch,

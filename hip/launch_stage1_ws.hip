@@ -7,23 +7,22 @@
 #if defined(MLA_TARGET_NVIDIA)
 namespace mla_dev {
 
-template <int MT, int NPW, bool F8, bool PVG>
+template <bool F8, bool PVSM>
 hipError_t launch_stage1_ws(const Stage1Params &p, const Stage1Draft &dr, dim3 grid, hipStream_t st)
 {
-    constexpr int smem = stage1_ws_smem_plan(16 * MT, F8).bytes;
-    hipError_t e = hipFuncSetAttribute((const void *)stage1_ws_kernel<MT, NPW, F8, PVG>,
+    constexpr int smem = stage1_ws_smem_plan(WS_ROWS, F8).bytes;
+    hipError_t e = hipFuncSetAttribute((const void *)stage1_ws_kernel<F8, PVSM>,
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)
         return e;
     // Two arguments, so not MLA_LAUNCH: this kernel is NVIDIA-only, never
     // built by the emulator that redefines it.
-    stage1_ws_kernel<MT, NPW, F8, PVG><<<grid, (NPW + 4) * 32, smem, st>>>(p, dr);
+    stage1_ws_kernel<F8, PVSM><<<grid, WS_THREADS, smem, st>>>(p, dr);
     return hipGetLastError();
 }
 
-#define MLA_INSTANTIATE(MT, NPW, F8, PVG)                                                               \
-    template hipError_t launch_stage1_ws<MT, NPW, F8, PVG>(const Stage1Params &, const Stage1Draft &, dim3,  \
-                                                           hipStream_t);
+#define MLA_INSTANTIATE(F8, PVSM)                                                                  \
+    template hipError_t launch_stage1_ws<F8, PVSM>(const Stage1Params &, const Stage1Draft &, dim3, hipStream_t);
 MLA_STAGE1_WS_NVIDIA(MLA_INSTANTIATE)
 #undef MLA_INSTANTIATE
 

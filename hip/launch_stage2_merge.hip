@@ -8,7 +8,7 @@ namespace mla_dev {
 template <typename PT>
 hipError_t launch_stage2(const Stage2Params &p, int bs, hipStream_t st, bool pdl)
 {
-    const int smem = (int)stage2_smem(p.L, p.num_splits, p.D, p.cw);
+    const int smem = (int)stage2_smem(p.L, p.max_pieces, p.D, p.cw);
     hipError_t e = hipFuncSetAttribute((const void *)stage2_kernel<PT>,
                                        hipFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != hipSuccess)

@@ -1,22 +1,19 @@
 /* Split and chunk rules of our GPU tiers (split_policy.h). */
 #include "split_policy.h"
 
-int mla_sp_fast_rows(int HL, int rows96, mla_sp_target target)
+int mla_sp_fast_rows(int HL, mla_sp_target target)
 {
     const int r = HL < 96 ? HL : 96;
     if (target == MLA_SP_AMD_GFX942)
         return 32; /* MFMA tiles are 32 rows; 64 KiB of LDS takes one */
     if (target == MLA_SP_AMD_GFX950)
         return r <= 32 ? 32 : 64; /* 160 KiB takes 64 rows: 96 run as two blocks */
-    /* More than 64 rows go in 64-row blocks by default: the 96-row CTA reads
-     * the KV once, but its producer warpgroup runs two 64-row S chains per
-     * tile and bounds the loop; two 64-row CTAs, one chain each, run in
-     * parallel and the second read of a tile mostly hits L2 (docs/perf-log.md,
-     * "64-row blocks for the 96-row shapes": 2-40% faster on every K3 TP8
-     * shape measured). */
-    if (r > 64 && !rows96)
-        return 64;
-    return r <= 16 ? 16 : r <= 32 ? 32 : r <= 64 ? 64 : 96;
+    /* More than 64 rows go in 64-row blocks: a 96-row CTA reads the KV once,
+     * but its producer warpgroup runs two 64-row S chains per tile and bounds
+     * the loop; two 64-row CTAs, one chain each, run in parallel and the
+     * second read of a tile mostly hits L2 (docs/gpu-design.md, "Row
+     * blocks": 2-40% faster on every K3 TP8 shape measured). */
+    return r <= 16 ? 16 : r <= 32 ? 32 : 64;
 }
 
 int mla_sp_fast_row_blocks(int HL, int rows)
@@ -99,4 +96,52 @@ size_t mla_sp_partial_bytes(int bs, int ns, int H, int L, int Dv, size_t esize, 
     if (lse_offset)
         *lse_offset = align256((size_t)o);
     return align256((size_t)o) + align256((size_t)(rows * 4));
+}
+
+void mla_sp_fast_plan_make(int bs, int H, int L, int Dv, long long kv_total, int min_split, int rule,
+                           mla_sp_target target, int target_ctas, mla_sp_fast_plan *pl)
+{
+    const int HL = H * L;
+    const int b = bs > 0 ? bs : 1;
+    pl->rows = mla_sp_fast_rows(HL, target);
+    pl->row_blocks = mla_sp_fast_row_blocks(HL, pl->rows);
+    pl->splits = mla_sp_fast_num_splits(b, pl->row_blocks, target_ctas);
+    pl->cw = mla_sp_stage2_cols(Dv, b, H, target_ctas);
+    pl->min_split = mla_sp_fast_min_split(min_split, rule, kv_total, b, pl->splits, L, pl->cw);
+    /* An average sequence gets as many splits as its length allows at the
+     * smallest split (the per-sequence rule's active splits), so a uniform
+     * batch keeps its old partition: chunks a multiple of bs put every
+     * chunk boundary on a sequence boundary or an even split of one. */
+    const long long avg = kv_total > 0 ? kv_total / b : 0;
+    long long k = avg / (pl->min_split > 0 ? pl->min_split : 1);
+    if (k > pl->splits)
+        k = pl->splits;
+    if (k < 1)
+        k = 1;
+    long long c = k * b;
+    if (c > MLA_SP_MAX_CHUNKS)
+        c = MLA_SP_MAX_CHUNKS;
+    pl->chunks = (int)c;
+    pl->work = (kv_total > 0 ? kv_total : 0) + (long long)b * MLA_SP_SEQ_COST;
+    if (pl->work < 1)
+        pl->work = 1; /* every prefix empty: one position, chunk 0 owns all */
+    pl->slots = pl->chunks + b - 1;
+}
+
+static int fast_max_chunks(int bs, int H, int L, mla_sp_target target, int target_ctas)
+{
+    const int b = bs > 0 ? bs : 1;
+    const int rb = mla_sp_fast_row_blocks(H * L, mla_sp_fast_rows(H * L, target));
+    const long long c = (long long)mla_sp_fast_num_splits(b, rb, target_ctas) * b;
+    return c > MLA_SP_MAX_CHUNKS ? MLA_SP_MAX_CHUNKS : (int)c;
+}
+
+int mla_sp_fast_max_slots(int bs, int H, int L, mla_sp_target target, int target_ctas)
+{
+    return fast_max_chunks(bs, H, L, target, target_ctas) + (bs > 0 ? bs : 1) - 1;
+}
+
+int mla_sp_fast_max_pieces(int bs, int H, int L, mla_sp_target target, int target_ctas)
+{
+    return fast_max_chunks(bs, H, L, target, target_ctas);
 }

@@ -33,16 +33,16 @@ extern "C" {
 typedef enum { MLA_SP_NVIDIA = 0, MLA_SP_AMD = 1, MLA_SP_AMD_GFX950 = 2 } mla_sp_target;
 #define MLA_SP_AMD_GFX942 MLA_SP_AMD
 
-/* Rows per fast stage-1 CTA for H * L flattened rows. rows96 != 0 lets one
- * NVIDIA CTA take up to 96 rows (the 96-row kernels) instead of 64-row
- * blocks; AMD ignores it. */
-int mla_sp_fast_rows(int HL, int rows96, mla_sp_target target);
+/* Rows per fast stage-1 CTA for H * L flattened rows: NVIDIA 16, 32 or
+ * 64-row blocks (more rows run as several 64-row blocks), gfx942 32,
+ * gfx950 32 or 64. */
+int mla_sp_fast_rows(int HL, mla_sp_target target);
 
 /* Row blocks of the fast stage 1 (grid y). */
 int mla_sp_fast_row_blocks(int HL, int rows);
 
-/* The fast tier's split count (grid x): enough (sequence x row block x
- * split) CTAs to give each of target_ctas SMs one, never fewer than 1. */
+/* Splits of an average sequence: enough (sequence x row block x split)
+ * work pieces to give each of target_ctas SMs one, never fewer than 1. */
 int mla_sp_fast_num_splits(int bs, int row_blocks, int target_ctas);
 
 /* Smallest fast split in tokens (the block_n of mla_plan_active_splits).
@@ -51,6 +51,96 @@ int mla_sp_fast_num_splits(int bs, int row_blocks, int target_ctas);
  * thread. */
 int mla_sp_fast_min_split(int min_split, int rule, long long kv_total, int bs, int num_splits,
                           int L, int cw);
+
+/* ---------------------------------------------------------------------------
+ * The fast tier's balanced partition (docs/gpu-design.md, "Balanced
+ * partition"). The batch's work is a line of cost positions: sequence b
+ * occupies [A_b, A_b + P_b + MLA_SP_SEQ_COST), A_b = kv_indptr[b] +
+ * b * MLA_SP_SEQ_COST: its tokens, then a fixed cost for its Q load,
+ * partial store and draft block (0 today: any fixed cost moves a uniform
+ * batch's chunk boundaries off the per-sequence rule's tile-aligned splits,
+ * e.g. K3 bs 8 / 1k from 4 tiles a CTA to 5). The line, W positions long, is
+ * cut into `chunks` equal pieces, and stage-1 CTA c (of each row block)
+ * takes every piece of every sequence that falls in chunk c, one after the
+ * other: a long sequence is split over many CTAs, short ones share one. A
+ * uniform batch whose chunk count is a multiple of bs gives every sequence
+ * the same splits the per-sequence rule gave it. Piece (b, c) writes partial
+ * slot c + b, unique because both indices only grow along the line; stage 2
+ * merges sequence b's slots first + b .. last + b.
+ * ------------------------------------------------------------------------- */
+#define MLA_SP_SEQ_COST 0
+/* Most chunks a call uses: bounds stage 2's per-row split weights (4 bytes
+ * each) and the workspace. */
+#define MLA_SP_MAX_CHUNKS 1024
+
+typedef struct {
+    int rows;          /* query rows per stage-1 CTA */
+    int row_blocks;    /* stage-1 grid y */
+    int splits;        /* splits of an average sequence (mla_sp_fast_num_splits) */
+    int min_split;     /* smallest share of a CTA in tokens (mla_sp_fast_min_split) */
+    int chunks;        /* stage-1 CTAs per row block (grid x): equal shares of the work */
+    long long work;    /* W: kv_total + bs * MLA_SP_SEQ_COST, at least 1 */
+    int slots;         /* partial slots per row: chunks + bs - 1 */
+    int cw;            /* stage-2 output columns per block */
+} mla_sp_fast_plan;
+
+/* The fast tier's plan for a batch of bs sequences, H heads, L drafts, Dv
+ * value columns and kv_total prefix tokens in all, with the options'
+ * smallest split and split rule (0 fixed, 1 adaptive). Shapes and host-known
+ * totals only: no device data. */
+void mla_sp_fast_plan_make(int bs, int H, int L, int Dv, long long kv_total, int min_split, int rule,
+                           mla_sp_target target, int target_ctas, mla_sp_fast_plan *pl);
+
+/* The most partial slots any batch of this shape can need (chunks <= bs x
+ * splits, capped): what the workspace is sized by, a function of the shape
+ * alone. */
+int mla_sp_fast_max_slots(int bs, int H, int L, mla_sp_target target, int target_ctas);
+
+/* Largest number of pieces one sequence can have: stage 2's split weights
+ * per row. */
+int mla_sp_fast_max_pieces(int bs, int H, int L, mla_sp_target target, int target_ctas);
+
+/* Cost position where sequence b starts, from its first kv index. */
+static inline MLA_HD long long mla_sp_seq_start(int32_t kv_first, int b)
+{
+    return (long long)kv_first + (long long)b * MLA_SP_SEQ_COST;
+}
+/* First cost position of chunk c. */
+static inline MLA_HD long long mla_sp_chunk_begin(int c, int chunks, long long work)
+{
+    return (long long)c * work / chunks;
+}
+/* The chunk holding cost position g: the largest c with chunk_begin(c) <= g,
+ * clamped to [0, chunks - 1] so that inconsistent totals still address a
+ * slot in range. */
+static inline MLA_HD int mla_sp_chunk_of(long long g, int chunks, long long work)
+{
+    if (g <= 0 || work <= 0)
+        return 0;
+    const long long c = ((g + 1) * chunks - 1) / work;
+    return c < chunks ? (int)c : chunks - 1;
+}
+/* The chunks [*first, *last] holding pieces of a sequence of P prefix
+ * tokens starting at cost position A. An empty prefix still has one
+ * (empty) piece, so that its drafts and its -inf partial have an owner. */
+static inline MLA_HD void mla_sp_seq_chunks(long long A, int P, int chunks, long long work, int *first,
+                                            int *last)
+{
+    *first = mla_sp_chunk_of(A, chunks, work);
+    *last = mla_sp_chunk_of(A + (P > 0 ? P : 1) - 1, chunks, work);
+}
+/* Prefix tokens [*beg, *end) of that sequence's piece in chunk c (first <=
+ * c <= last): the pieces tile [0, P) in order, whatever the totals. */
+static inline MLA_HD void mla_sp_piece_range(long long A, int P, int c, int first, int last, int chunks,
+                                             long long work, int *beg, int *end)
+{
+    long long b0 = c == first ? 0 : mla_sp_chunk_begin(c, chunks, work) - A;
+    long long e0 = c == last ? P : mla_sp_chunk_begin(c + 1, chunks, work) - A;
+    b0 = b0 < 0 ? 0 : b0 > P ? P : b0;
+    e0 = e0 < b0 ? b0 : e0 > P ? P : e0;
+    *beg = (int)b0;
+    *end = (int)e0;
+}
 
 /* The per-head tier's split count: 4 / 8 / 16 for an average prefix below
  * 4096, below 8192, else. */

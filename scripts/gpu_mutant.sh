@@ -10,7 +10,7 @@
 #   OUT=DIR bash scripts/gpu_mutant.sh [--sanitize TOOL] FILE FROM TO BACKEND CASE...
 # e.g. the draft fold's 0 x NaN (docs/perf/2026-12-02-draft-fold.md):
 #   OUT=... bash scripts/gpu_mutant.sh hip/kernels/stage1_ws.h \
-#       'if (ws_draft_values_nonfinite(' 'if (false && ws_draft_values_nonfinite(' gpu:pvg k3-nan-draft
+#       'if (ws_draft_values_nonfinite(' 'if (false && ws_draft_values_nonfinite(' gpu:pvsm k3-nan-draft
 set -u
 case "${1:-}" in -h|--help) sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 san=()

@@ -220,8 +220,7 @@ static mla_status run_bias_mutant(const mla_backend *b, const mla_fixture *fx, m
 }
 
 /* Variants of the fast tier that stay selectable (docs/gpu-design.md). */
-enum { GPU_VARIANT_DEFAULT = 0, GPU_VARIANT_ROWS96 = 1, GPU_VARIANT_MMA = 2, GPU_VARIANT_PVG = 3, GPU_VARIANT_PP = 4,
-       GPU_VARIANT_PAIR = 5, GPU_VARIANT_PVG_S2 = 6 };
+enum { GPU_VARIANT_DEFAULT = 0, GPU_VARIANT_PVSM = 1, GPU_VARIANT_PVSM_S2 = 2 };
 
 #ifdef MLA_HAVE_GPU
 static int gpu_available(const mla_backend *b, char *why, size_t n)
@@ -237,23 +236,11 @@ static mla_status run_gpu(const mla_backend *b, const mla_fixture *fx, mla_outpu
      * this table too, so a test names the variant it runs. */
     mla_gpu_options opt = mla_gpu_options_default();
     switch (b->arg >> 4) {
-    case GPU_VARIANT_ROWS96:
-        opt.fast_rows = 96;
+    case GPU_VARIANT_PVSM:
+        opt.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PVSM;
         break;
-    case GPU_VARIANT_MMA:
-        opt.fast_kernel = MLA_GPU_FAST_KERNEL_MMA;
-        break;
-    case GPU_VARIANT_PVG:
-        opt.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PVG;
-        break;
-    case GPU_VARIANT_PP:
-        opt.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PP;
-        break;
-    case GPU_VARIANT_PAIR:
-        opt.fast_kernel = MLA_GPU_FAST_KERNEL_PAIR;
-        break;
-    case GPU_VARIANT_PVG_S2:
-        opt.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PVG;
+    case GPU_VARIANT_PVSM_S2:
+        opt.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PVSM;
         opt.fast_merge = MLA_GPU_MERGE_STAGE2;
         break;
     default:
@@ -395,17 +382,9 @@ static const mla_backend BACKENDS[] = {
      .description = "GPU generic fallback: every SPEC section 2 feature, fp32 math" GPU_NOTE,
      .path = MLA_PATH_FP32, .expect = MLA_EXPECT_ACCEPT_ALL, .out_bf16 = 1,
      .in_default_set = 1, .available = gpu_available, .run = run_gpu, .arg = GPU_GENERIC},
-    GPU_VARIANT_ROW("gpu:rows96", "all 96 K3 rows in one stage-1 CTA", GPU_VARIANT_ROWS96),
-    GPU_VARIANT_ROW("gpu:mma", "single-role mma.sync stage 1 (the AMD structure)", GPU_VARIANT_MMA),
-    GPU_VARIANT_ROW("gpu:pvg", "the softmax in the PV warpgroups (ws-pvg)", GPU_VARIANT_PVG),
-    GPU_VARIANT_ROW("gpu:pvg-s2", "ws-pvg with the merge kernel always (stage 1 never writes o itself)",
-                    GPU_VARIANT_PVG_S2),
-    GPU_VARIANT_ROW("gpu:pp", "ping-pong stage 1, two compute warpgroups on 64-token blocks (ws-pp)",
-                    GPU_VARIANT_PP),
-    GPU_VARIANT_ROW("gpu:pair",
-                    "pair stage 1, all rows unpadded in one pass, the head dimension split over a "
-                    "two-CTA cluster (pair)",
-                    GPU_VARIANT_PAIR),
+    GPU_VARIANT_ROW("gpu:pvsm", "the softmax in the PV warpgroups everywhere (ws-pvsm)", GPU_VARIANT_PVSM),
+    GPU_VARIANT_ROW("gpu:pvsm-s2", "ws-pvsm with the merge kernel always (stage 1 never writes o itself)",
+                    GPU_VARIANT_PVSM_S2),
     EMU_ROW("amd-gfx942-emu", "gfx942", GPU_FAST_TIER, 0, MLA_PATH_BF16_P_PARTIALS,
             MLA_EXPECT_SPEC_DECLINES, "fast path (32-row MFMA blocks, Q in registers)"),
     EMU_ROW("amd-gfx950-emu", "gfx950", GPU_FAST_TIER, EMU_GFX950, MLA_PATH_BF16_P_PARTIALS,

@@ -125,7 +125,15 @@ mla_status mla_gpu_backend_run_opts(const mla_fixture *fx, int tier, const mla_g
     a.o = (mla_bf16 *)((unsigned char *)d_o + MLA_GUARD_BYTES);
     a.lse = (float *)((unsigned char *)d_l + MLA_GUARD_BYTES);
 
-    const size_t ws_b = mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier, opt);
+    /* A declined shape needs no workspace: mla_gpu_run below reports the
+     * decline with its reason. */
+    size_t ws_b = 0;
+    mla_error ws_err;
+    if (mla_gpu_workspace_size(&a.shape, (mla_gpu_tier)tier, opt, &ws_b, &ws_err) == MLA_ERR_INVALID) {
+        mla_error_set(err, "%s", ws_err.msg);
+        st = MLA_ERR_INVALID;
+        goto done;
+    }
     if (ws_b)
         CHECK(dmalloc(&al, &d_ws, ws_b));
 

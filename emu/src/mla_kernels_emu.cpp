@@ -142,7 +142,7 @@ namespace mla_dev {
 
 int emu_fast_rows(int HL)
 {
-    return mla_sp_fast_rows(HL, 0, kTarget);
+    return mla_sp_fast_rows(HL, kTarget);
 }
 
 long long emu_stage2_smem(int L, int NS, int D)
@@ -169,7 +169,14 @@ void emu_run_tier(mla_emu_tier_run &r)
     g_last_msg[0] = 0;
     const mla_gpu_args &g = *r.g;
     const mla_gpu_tier tier = (mla_gpu_tier)r.tier;
-    size_t bytes = mla_gpu_workspace_size(&g.shape, tier, nullptr);
+    size_t bytes = 0;
+    mla_error ws_err;
+    if (mla_gpu_workspace_size(&g.shape, tier, nullptr, &bytes, &ws_err) == MLA_ERR_INVALID) {
+        r.status = mla_emu::FAULT_CONFIG;
+        snprintf(r.msg, sizeof r.msg, "%s", ws_err.msg);
+        g_run = nullptr;
+        return;
+    }
     bytes = (bytes + 255) / 256 * 256; // the buffer ends at its guard: a 256-byte multiple starts aligned
     void *ws = bytes ? mla_emu::alloc(bytes, mla_emu::BUF_TRACK_INIT, "workspace (partials)") : nullptr;
     if (bytes && !ws) {

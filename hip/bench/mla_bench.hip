@@ -385,8 +385,8 @@ int main(int argc, char **argv)
             printf("usage: mla-bench [--out DIR] [--quick] [--backends fast,perhead,generic]\n"
                    "                 [--only H,L,bs,prefix] [--cases H,L,bs,P:H,L,bs,P...] [--no-ceilings]\n"
                    "                 [--kv-layout pages64|random] [--kv bf16|fp8_e4m3fn|fp8_e4m3fnuz]\n"
-                   "                 [--fast-kernel auto|ws|mma|ws-pvg|ws-pp|pair]\n"
-                   "                 [--fast-rows 64|96] [--min-split N] [--split-rule adaptive|fixed]\n"
+                   "                 [--fast-kernel auto|ws|ws-pvsm]\n"
+                   "                 [--min-split N] [--split-rule adaptive|fixed]\n"
                    "                 [--merge auto|stage2]\n"
                    "Times the GPU tiers at Kimi-K3 TP8 (H 12, L 8; bs 1/8/32/64; prefix 1k-64k) and\n"
                    "DeepSeek-V3 TP8 (H 16, L 4) shapes: medians of CUDA-graph replays over input sets\n"
@@ -397,12 +397,9 @@ int main(int argc, char **argv)
                    "                    or random (every token placed at random)\n"
                    "  --kv T            pool dtype: bf16 (default) or fp8 codes (schema 1.1.0); the\n"
                    "                    roofline counts the pool's bytes at 1 byte per fp8 element\n"
-                   "  --fast-kernel K   fast stage 1 of the 64/96-row blocks: auto (default: ws where\n"
-                   "                    it applies), ws (warp-specialized wgmma), mma (single-role)\n"
-                   "                    ws-pvg (ws, the softmax in the PV warps) or ws-pp\n"
-                   "                    (ping-pong: two compute warpgroups, 64-token blocks)\n"
-                   "                    or pair (all rows unpadded in one pass, two-CTA clusters)\n"
-                   "  --fast-rows R     rows per fast stage-1 CTA: 64 (default) or 96\n"
+                   "  --fast-kernel K   fast stage 1 of the 64-row blocks: auto (default), ws\n"
+                   "                    (warp-specialized wgmma) or ws-pvsm (ws, the softmax in the\n"
+                   "                    PV warps)\n"
                    "  --min-split N     smallest fast split in tokens (>= 16, default %d); implies\n"
                    "                    --split-rule fixed unless that is given\n"
                    "  --split-rule R    adaptive (default: longer splits when the merge would be\n"
@@ -442,14 +439,6 @@ int main(int argc, char **argv)
             if (g_opts.fast_kernel < 0)
                 return bad("--fast-kernel", v);
             variant_args += std::string(" --fast-kernel ") + v;
-            continue;
-        }
-        if (!strcmp(argv[i], "--fast-rows") && i + 1 < argc) {
-            const char *v = argv[++i];
-            g_opts.fast_rows = atoi(v);
-            if (g_opts.fast_rows != 64 && g_opts.fast_rows != 96)
-                return bad("--fast-rows", v);
-            variant_args += std::string(" --fast-rows ") + v;
             continue;
         }
         if (!strcmp(argv[i], "--min-split") && i + 1 < argc) {
@@ -519,8 +508,8 @@ int main(int argc, char **argv)
     printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     printf("copy bandwidth %.3f TB/s (read + write); %s: %.1f TFLOP/s\n", bw * 1e-12, gemm_note.c_str(),
            rate * 1e-12);
-    printf("kv layout %s; fast kernel %s, rows %d, min split %d, split rule %s, merge %s\n",
-           kv_layout_name(g_kv_layout), mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_rows,
+    printf("kv layout %s; fast kernel %s, min split %d, split rule %s, merge %s\n",
+           kv_layout_name(g_kv_layout), mla_gpu_fast_kernel_name(g_opts.fast_kernel),
            g_opts.fast_min_split, mla_gpu_split_rule_name(g_opts.fast_split_rule),
            g_opts.fast_merge == MLA_GPU_MERGE_STAGE2 ? "stage2" : "auto");
 
@@ -576,7 +565,12 @@ int main(int argc, char **argv)
         std::vector<InputSet> sets(R);
         for (int i = 0; i < R; ++i)
             make_set(c, 1000 + i, sets[i]);
-        const size_t ws_b = mla_gpu_workspace_size(&sets[0].a.shape, MLA_GPU_TIER_AUTO, &g_opts);
+        size_t ws_b = 0;
+        mla_error ws_err;
+        if (mla_gpu_workspace_size(&sets[0].a.shape, MLA_GPU_TIER_AUTO, &g_opts, &ws_b, &ws_err) != MLA_OK) {
+            fprintf(stderr, "mla-bench: %s\n", ws_err.msg);
+            return 1;
+        }
         void *ws = nullptr;
         CK(cudaMalloc(&ws, ws_b ? ws_b : 256));
         const double roof = std::max(kv_bytes / bw_use, flops / rate_use) * 1e6;
@@ -639,8 +633,8 @@ int main(int argc, char **argv)
     fprintf(jf, "  \"kv_layout\": \"%s\",\n", kv_layout_name(g_kv_layout));
     fprintf(jf, "  \"kv\": \"%s\",\n", g_kv_dtype == MLA_KV_BF16 ? "bf16"
                                          : g_kv_dtype == MLA_KV_FP8_E4M3FN ? "fp8_e4m3fn" : "fp8_e4m3fnuz");
-    fprintf(jf, "  \"options\": {\"fast_kernel\": \"%s\", \"fast_rows\": %d, \"fast_min_split\": %d, \"fast_split_rule\": \"%s\", \"fast_merge\": \"%s\"},\n",
-            mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_rows, g_opts.fast_min_split,
+    fprintf(jf, "  \"options\": {\"fast_kernel\": \"%s\", \"fast_min_split\": %d, \"fast_split_rule\": \"%s\", \"fast_merge\": \"%s\"},\n",
+            mla_gpu_fast_kernel_name(g_opts.fast_kernel), g_opts.fast_min_split,
             mla_gpu_split_rule_name(g_opts.fast_split_rule),
             g_opts.fast_merge == MLA_GPU_MERGE_STAGE2 ? "stage2" : "auto");
     fprintf(jf, "  \"copy_bw_TBps\": %.4f,\n  \"gemm_TFLOPs\": %.2f,\n  \"gemm_note\": \"%s\",\n",

@@ -80,6 +80,15 @@ static void expect_kernel(const mla_gpu_args *a, mla_gpu_tier tier, mla_gpu_fast
           st == MLA_OK ? (int)info.fast_kernel : -1, (int)want, err.msg);
 }
 
+/* mla_gpu_workspace_size's bytes, or (size_t)-1 when it does not return
+ * MLA_OK. */
+static size_t ws_bytes(const mla_shape *s, mla_gpu_tier tier, const mla_gpu_options *o)
+{
+    size_t b = 0;
+    mla_error err;
+    return mla_gpu_workspace_size(s, tier, o, &b, &err) == MLA_OK ? b : (size_t)-1;
+}
+
 int main(void)
 {
     mla_error err;
@@ -90,9 +99,9 @@ int main(void)
     bad.fast_kernel = 7;
     CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID && strstr(err.msg, "fast_kernel"),
           "unknown kernel: %s", err.msg);
-    bad = o;
-    bad.fast_rows = 80;
-    CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID, "fast_rows 80");
+    bad.fast_kernel = MLA_GPU_FAST_KERNEL_MMA; /* reported, never an option */
+    CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID && strstr(err.msg, "fast_kernel"),
+          "mma is no option: %s", err.msg);
     bad = o;
     bad.fast_min_split = 8;
     CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID, "min split 8");
@@ -100,7 +109,9 @@ int main(void)
     bad.fast_split_rule = 2;
     CHECK(mla_gpu_options_check(&bad, &err) == MLA_ERR_INVALID, "rule 2");
     CHECK(mla_gpu_fast_kernel_parse("ws") == MLA_GPU_FAST_KERNEL_WS, "parse ws");
-    CHECK(mla_gpu_fast_kernel_parse("wg") == -1, "wg is gone");
+    CHECK(mla_gpu_fast_kernel_parse("ws-pvsm") == MLA_GPU_FAST_KERNEL_WS_PVSM, "parse ws-pvsm");
+    CHECK(mla_gpu_fast_kernel_parse("ws-pp") == -1 && mla_gpu_fast_kernel_parse("pair") == -1,
+          "the deleted kernels are gone");
     CHECK(mla_gpu_split_rule_parse("fixed") == MLA_GPU_SPLIT_RULE_FIXED, "parse fixed");
     bad = o;
     bad.fast_merge = 2;
@@ -108,79 +119,57 @@ int main(void)
           "merge 2: %s", err.msg);
     CHECK(mla_gpu_options_default().fast_merge == MLA_GPU_MERGE_AUTO, "merge default");
 
-    /* Unknown options are an error, never a silent other kernel. */
+    /* Unknown options are an error, never a silent other kernel; the
+     * workspace query tells invalid options from a decline. */
     mla_gpu_args a = k3_args(32, 4096);
     mla_gpu_run_info info;
     bad = o;
     bad.fast_kernel = 9;
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &bad, &info, &err) == MLA_ERR_INVALID, "plan bad opts");
-    CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &bad) == 0, "workspace bad opts");
+    size_t wb = 1;
+    CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &bad, &wb, &err) == MLA_ERR_INVALID && wb == 0 &&
+              strstr(err.msg, "fast_kernel"),
+          "workspace bad opts: %s", err.msg);
+    CHECK(mla_gpu_workspace_size(NULL, MLA_GPU_TIER_FAST, NULL, &wb, &err) == MLA_ERR_INVALID, "no shape");
+    mla_gpu_args nc = a;
+    nc.shape.is_causal = 0;
+    CHECK(mla_gpu_workspace_size(&nc.shape, MLA_GPU_TIER_FAST, NULL, &wb, &err) == MLA_ERR_DECLINED && wb == 0 &&
+              strstr(err.msg, "causal"),
+          "workspace of a declined shape: %s", err.msg);
+    CHECK(mla_gpu_workspace_size(&nc.shape, MLA_GPU_TIER_AUTO, NULL, &wb, &err) == MLA_OK && wb == 0,
+          "auto on a shape only the generic tier takes: none");
 
-    /* K3 bs 32 / 4k: two 64-row blocks, 132 / 64 = 2 splits of 2048
-     * tokens, so auto runs the ws-pvg kernel (docs/perf-log.md, step 26). */
+    /* K3 bs 32 / 4k: two 64-row blocks, 132 / 64 = 2 splits a sequence: 64
+     * chunks of 2048 tokens, so auto runs the ws-pvsm kernel
+     * (docs/gpu-design.md, "Softmax in the PV warpgroups"). */
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_AUTO, NULL, &info, &err) == MLA_OK, "%s", err.msg);
-    CHECK(info.tier == MLA_GPU_TIER_FAST && info.num_splits == 2 && info.rows_per_cta == 64 &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVG,
-          "auto: tier %d splits %d rows %d kernel %d", info.tier, info.num_splits, info.rows_per_cta,
+    CHECK(info.tier == MLA_GPU_TIER_FAST && info.num_splits == 64 && info.rows_per_cta == 64 &&
+              info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVSM,
+          "auto: tier %d chunks %d rows %d kernel %d", info.tier, info.num_splits, info.rows_per_cta,
           (int)info.fast_kernel);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS, MLA_GPU_FAST_KERNEL_WS, "forced ws");
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_MMA, MLA_GPU_FAST_KERNEL_MMA, "forced mma");
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS_PP, "forced ws-pp");
-    CHECK(mla_gpu_fast_kernel_parse("ws-pp") == MLA_GPU_FAST_KERNEL_WS_PP, "parse ws-pp");
-    /* pair: one cluster of two CTAs per split for all 96 rows, with the
-     * split count of two 64-row blocks (132 / (32 x 2) = 2). */
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_PAIR, MLA_GPU_FAST_KERNEL_PAIR, "forced pair");
-    CHECK(mla_gpu_fast_kernel_parse("pair") == MLA_GPU_FAST_KERNEL_PAIR, "parse pair");
-    o = mla_gpu_options_default();
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_PAIR;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK && info.rows_per_cta == 96 &&
-              info.num_splits == 2,
-          "pair: rows %d splits %d", info.rows_per_cta, info.num_splits);
-    o = mla_gpu_options_default();
-    o.fast_rows = 96;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK, "%s", err.msg);
-    CHECK(info.num_splits == 4 && info.rows_per_cta == 96 && info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
-          "rows96: splits %d rows %d kernel %d", info.num_splits, info.rows_per_cta, (int)info.fast_kernel);
-    CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, &o) >
-              mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_FAST, NULL),
-          "96-row CTAs take more splits, so more workspace");
-    o = mla_gpu_options_default();
-    /* Auto keeps plain ws for splits averaging under 2048 tokens (K3 bs 32
-     * / 2k: two splits of 1024; bs 1 / 4k; DSV3 bs 1 / 4k) and runs ws-pvg
+    /* Auto keeps plain ws for chunks averaging under 2048 tokens (K3 bs 32
+     * / 2k: 64 chunks of 1024; bs 1 / 4k; DSV3 bs 1 / 4k) and runs ws-pvsm
      * for one 64-row block too (DSV3: 16 heads x 4 drafts, bs 32 / 16k);
-     * ws-pvg forces it everywhere. */
+     * ws-pvsm forces it everywhere. */
     a = k3_args(32, 2048);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "K3 bs 32 / 2k");
     a = k3_args(1, 4096);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "K3 bs 1 / 4k");
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PVG, MLA_GPU_FAST_KERNEL_WS_PVG,
-                  "K3 bs 1 / 4k, forced ws-pvg");
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PVSM, MLA_GPU_FAST_KERNEL_WS_PVSM,
+                  "K3 bs 1 / 4k, forced ws-pvsm");
     a = dsv3_args(32, 16384);
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS_PVG, "DSV3 bs 32 / 16k");
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS_PVSM, "DSV3 bs 32 / 16k");
     expect_kernel(&a, MLA_GPU_TIER_PERHEAD, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_AUTO, "per-head tier");
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.rows_per_cta == 64,
           "DSV3 bs 32 / 16k: one 64-row block, rows %d", info.rows_per_cta);
-    o = mla_gpu_options_default();
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_PAIR;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
-              info.fast_kernel == MLA_GPU_FAST_KERNEL_PAIR && info.rows_per_cta == 64 && info.num_splits == 2,
-          "DSV3 pair: kernel %d rows %d splits %d", (int)info.fast_kernel, info.rows_per_cta, info.num_splits);
     a = dsv3_args(1, 4096);
     expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_WS, "DSV3 bs 1 / 4k");
-    /* Rows outside 33-96 or a v_head_dim other than 512: pair runs what auto
-     * runs. */
+    /* 24 rows: the single-role kernel, whatever auto or the options say. */
     a = k3_args(32, 4096);
-    a.shape.q_len = 2; /* 24 rows */
+    a.shape.q_len = 2;
     a.shape.num_q_tokens = 32 * 2;
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_PAIR, MLA_GPU_FAST_KERNEL_MMA, "pair, 24 rows");
-    a = k3_args(32, 4096);
-    a.shape.v_head_dim = a.shape.v_extend_dim = 256;
-    a.v_stride_tok = 256;
-    a.o_stride_tok = 12 * 256;
-    a.o_stride_head = 256;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK &&
-              info.fast_kernel != MLA_GPU_FAST_KERNEL_PAIR,
-          "pair, dv 256: kernel %d", (int)info.fast_kernel);
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_AUTO, MLA_GPU_FAST_KERNEL_MMA, "24 rows");
 
     /* The per-head tier runs 4 splits below an average prefix of 4096 (not
      * the upstream plan's count), the generic tier none. */
@@ -193,14 +182,16 @@ int main(void)
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_GENERIC, NULL, &info, &err) == MLA_OK && info.num_splits == 0,
           "generic splits %d", info.num_splits);
 
-    /* bs 1 / 4k: the adaptive rule lengthens the smallest split, fixed keeps
-     * 64. */
+    /* bs 1 / 4k: the adaptive rule lengthens the smallest split (fewer,
+     * longer chunks: 32 of 128 tokens), fixed keeps 64 (64 chunks). */
     a = k3_args(1, 4096);
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.min_split == 128,
-          "adaptive min split %d", info.min_split);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_OK && info.min_split == 128 &&
+              info.num_splits == 32,
+          "adaptive min split %d, chunks %d", info.min_split, info.num_splits);
     o.fast_split_rule = MLA_GPU_SPLIT_RULE_FIXED;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK && info.min_split == 64,
-          "fixed min split %d", info.min_split);
+    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK && info.min_split == 64 &&
+              info.num_splits == 64,
+          "fixed min split %d, chunks %d", info.min_split, info.num_splits);
     o = mla_gpu_options_default();
 
     /* ws asked for where it cannot run: a decline with the reason, not the
@@ -214,37 +205,15 @@ int main(void)
     const char *why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
     CHECK(why && strstr(why, "ws"), "ws on 16 rows: %s", why ? why : "(runs)");
     CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL) == NULL, "auto runs 16 rows");
+    o = mla_gpu_options_default();
 
-    /* fp8 pools: the 64-row ws kernel reads them; ws with 96-row blocks
-     * declines naming why (the auto choice runs the mma kernel instead); a
-     * kv_dtype outside mla_kv_dtype is invalid; fp8 rows need 16 codes per
-     * 16 bytes. */
+    /* fp8 pools: the 64-row ws kernel reads them (ws-pvsm's softmax is a
+     * bf16 kernel: fp8 keeps ws); a kv_dtype outside mla_kv_dtype is
+     * invalid; fp8 rows need 16 codes per 16 bytes. */
     a = k3_args(8, 4096);
     a.kv_dtype = MLA_KV_FP8_E4M3FN;
     CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL) == NULL, "fp8 on the default fast path");
-    o = mla_gpu_options_default();
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS;
-    o.fast_rows = 96;
-    why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o);
-    CHECK(why && strstr(why, "fp8"), "fp8 ws 96 rows: %s", why ? why : "(runs)");
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
-    CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_FAST, &o) == NULL, "fp8 auto 96 rows runs mma");
-    /* ws-pp runs the ping-pong kernel on 64-row bf16 blocks only; fp8 pools
-     * and 96-row blocks keep plain ws (never a decline: SPEC accepts them). */
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS, "fp8, ws-pp");
-    /* pair reads bf16 pools only: fp8 runs what auto runs (ws here). */
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_PAIR, MLA_GPU_FAST_KERNEL_WS, "fp8, pair");
-    a.kv_dtype = MLA_KV_BF16;
-    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PP, MLA_GPU_FAST_KERNEL_WS_PP, "bf16, ws-pp");
-    o = mla_gpu_options_default();
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_WS_PP;
-    o.fast_rows = 96;
-    CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, &o, &info, &err) == MLA_OK && info.fast_kernel == MLA_GPU_FAST_KERNEL_WS,
-          "ws-pp with 96-row blocks runs ws: %d", (int)info.fast_kernel);
-    a.kv_dtype = MLA_KV_FP8_E4M3FN;
-    o = mla_gpu_options_default();
-    o.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
-    o.fast_rows = 96;
+    expect_kernel(&a, MLA_GPU_TIER_FAST, MLA_GPU_FAST_KERNEL_WS_PVSM, MLA_GPU_FAST_KERNEL_WS, "fp8, ws-pvsm");
     CHECK(mla_gpu_declines(&a, MLA_GPU_TIER_PERHEAD, NULL) == NULL, "fp8 per-head");
     a.kv_stride_slot = 584; /* a multiple of 8, not of 16 */
     why = mla_gpu_declines(&a, MLA_GPU_TIER_FAST, NULL);
@@ -254,14 +223,20 @@ int main(void)
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_FAST, NULL, &info, &err) == MLA_ERR_INVALID &&
               strstr(err.msg, "kv_dtype"),
           "kv_dtype 7: %s", err.msg);
-    o = mla_gpu_options_default();
 
-    /* Workspace: a pure function of (shape, tier, options). */
+    /* Workspace: a pure function of (shape, tier, options), enough for the
+     * balanced partition of any batch of that shape. */
     a = k3_args(16, 4096);
-    const size_t w1 = mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_AUTO, NULL);
-    const size_t w2 = mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_AUTO, NULL);
-    CHECK(w1 == w2 && w1 > 0, "workspace %zu %zu", w1, w2);
-    CHECK(mla_gpu_workspace_size(&a.shape, MLA_GPU_TIER_GENERIC, NULL) == 0, "generic none");
+    const size_t w1 = ws_bytes(&a.shape, MLA_GPU_TIER_AUTO, NULL);
+    const size_t w2 = ws_bytes(&a.shape, MLA_GPU_TIER_AUTO, NULL);
+    CHECK(w1 == w2 && w1 > 0 && w1 != (size_t)-1, "workspace %zu %zu", w1, w2);
+    CHECK(ws_bytes(&a.shape, MLA_GPU_TIER_GENERIC, NULL) == 0, "generic none");
+    /* 16 sequences, two row blocks: 132 / 32 = 4 splits a sequence, 64
+     * chunks, 64 + 15 slots of 96 rows x 512 bf16 plus their lse. */
+    const size_t slots = 64 + 15, rows = slots * 96;
+    CHECK(ws_bytes(&a.shape, MLA_GPU_TIER_FAST, NULL) ==
+              ((rows * 512 * 2 + 255) & ~(size_t)255) + ((rows * 4 + 255) & ~(size_t)255),
+          "fast workspace %zu", ws_bytes(&a.shape, MLA_GPU_TIER_FAST, NULL));
 
     if (failures) {
         fprintf(stderr, "test_api: %d failure(s)\n", failures);

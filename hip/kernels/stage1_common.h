@@ -7,36 +7,115 @@
 #include "../device/cp_async.h"
 #include "../device/smem_layout.h"
 #include "../params.h"
+#include "../split_policy.h"
 
 namespace mla_dev {
 
-// Split rules of a sequence (the counts are shape-only, split_policy.c; the
-// per-sequence ranges read kv_indptr on the device). Mode 0 is the plan's
-// floor partition (plan.h), mode 1 the per-head baseline's (split_policy.h).
-__device__ __forceinline__ int active_splits(int mode, int P, int ns, int min_split)
-{
-    return mode == 0 ? mla_plan_active_splits(P, ns, min_split) : ns;
-}
-__device__ __forceinline__ void split_range(int mode, int P, int ns, int min_split, int s, int &beg,
-                                            int &end)
-{
-    if (mode == 0) {
-        const int act = mla_plan_active_splits(P, ns, min_split);
-        int32_t b0, e0;
-        mla_plan_split_range(P, act, s, &b0, &e0);
-        beg = b0;
-        end = e0;
-    } else {
-        mla_sp_perhead_split_range(P, ns, s, &beg, &end);
+// One piece of a stage-1 CTA's work: prefix tokens [beg, end) of sequence
+// b (kv0: its first index in kv_indices). last: the sequence's last piece
+// (the one that takes the draft block when stage 1 does, Stage1Draft);
+// only: its only piece (whose partial is the sequence's whole prefix).
+struct Piece {
+    int b, kv0, beg, end;
+    bool last, only;
+    // Partial slot (rows slot * H * L + r): c + b for chunk c of the fast
+    // tier, b * splits + s for split s of the per-head tier. From the grid
+    // index, which costs no register to keep across a piece.
+    __device__ __forceinline__ int slot(const Stage1Params &p) const
+    {
+        return p.mode == S1_FAST ? (int)blockIdx.x + b : b * p.num_splits + (int)blockIdx.x;
     }
-}
+};
+
+// The pieces of one stage-1 CTA, in order (grid x = chunk or split, z =
+// sequence for the per-head tier). Fast tier: the balanced partition of
+// split_policy.h, every sequence with a piece in chunk blockIdx.x; the
+// per-head tier: the one split blockIdx.x of sequence blockIdx.z
+// (mla_sp_perhead_split_range), empty or not. One register of state: the
+// next sequence, past the batch once done.
+struct PieceWalk {
+    int b;
+
+    // The fast tier's sequence b: its cost start and chunk span.
+    __device__ __forceinline__ static void seq_chunks(const Stage1Params &p, int b, int &kv0, int &P, long long &A,
+                                                      int &first, int &last)
+    {
+        kv0 = p.kv_indptr[b];
+        P = p.kv_indptr[b + 1] - kv0;
+        A = mla_sp_seq_start(kv0, b);
+        mla_sp_seq_chunks(A, P, p.num_splits, p.work, &first, &last);
+    }
+    __device__ __forceinline__ static int seq_last_chunk(const Stage1Params &p, int b)
+    {
+        int kv0, P, first, last;
+        long long A;
+        seq_chunks(p, b, kv0, P, A, first, last);
+        return last;
+    }
+
+    // The first sequence with a piece in chunk c: the smallest b whose last
+    // chunk is c or later (last chunks never decrease along the batch). The
+    // uniform batch's answer, c bs / chunks, is tried first (one round trip
+    // of kv_indptr loads), then a binary search.
+    __device__ __forceinline__ static int first_seq(const Stage1Params &p, int c)
+    {
+        const int bs = p.num_seqs;
+        int g = (int)((long long)c * bs / p.num_splits);
+        g = g < bs ? g : bs - 1;
+        if (seq_last_chunk(p, g) >= c && (g == 0 || seq_last_chunk(p, g - 1) < c))
+            return g;
+        int lo = 0, hi = bs; // answer in [lo, hi]; bs: none
+        while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if (seq_last_chunk(p, mid) >= c)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        return lo;
+    }
+
+    __device__ __forceinline__ explicit PieceWalk(const Stage1Params &p)
+    {
+        b = p.mode == S1_FAST ? first_seq(p, (int)blockIdx.x) : (int)blockIdx.z;
+    }
+
+    __device__ __forceinline__ bool next(const Stage1Params &p, Piece &pc)
+    {
+        if (b >= p.num_seqs)
+            return false;
+        const int c = (int)blockIdx.x;
+        pc.b = b;
+        if (p.mode != S1_FAST) {
+            b = p.num_seqs;
+            pc.kv0 = p.kv_indptr[pc.b];
+            mla_sp_perhead_split_range(p.kv_indptr[pc.b + 1] - pc.kv0, p.num_splits, c, &pc.beg, &pc.end);
+            pc.last = c == p.num_splits - 1;
+            pc.only = p.num_splits == 1;
+            return true;
+        }
+        int P, first, last;
+        long long A;
+        seq_chunks(p, pc.b, pc.kv0, P, A, first, last);
+        if (first > c) { // past this chunk (or an inconsistent kv_indptr)
+            b = p.num_seqs;
+            return false;
+        }
+        mla_sp_piece_range(A, P, c, first, last, p.num_splits, p.work, &pc.beg, &pc.end);
+        pc.last = c == last;
+        pc.only = first == last;
+        // A sequence that goes on in the next chunk is this chunk's last.
+        b = c < last ? p.num_seqs : b + 1;
+        return true;
+    }
+};
 
 // Flattened row r (= draft_row * H + head) of local row k in row block y.
 __device__ __forceinline__ int row_of(const Stage1Params &p, int rows, int y, int k, bool &valid)
 {
-    if (p.row_mode == 0) {
+    if (p.mode == S1_FAST) {
         const int r = y * rows + k;
-        valid = r < p.HL;
+        valid = r < p.H * p.L;
         return r;
     }
     const int h = y % p.H, c = y / p.H;
@@ -62,19 +141,6 @@ __device__ __forceinline__ void load_q(const Stage1Params &p, int y, int q0, int
             src = p.q + (long long)(q0 + r / p.H) * p.q_st + (long long)(r % p.H) * p.q_sh + c * 8;
         cp_async16(Qs + toff<SW, PITCH>(k, c * 8, ROWS), src, ok ? 16 : 0);
     }
-}
-
-// The split of sequence b that CTA s takes ([beg, end) of its prefix, kv0
-// the sequence's first index in kv_indices); false for an inactive split,
-// whose whole CTA returns (stage 2 reads active splits only).
-__device__ __forceinline__ bool cta_split(const Stage1Params &p, int s, int b, int &kv0, int &beg, int &end)
-{
-    kv0 = p.kv_indptr[b];
-    const int P = p.kv_indptr[b + 1] - kv0;
-    if (s >= active_splits(p.split_mode, P, p.num_splits, p.min_split))
-        return false;
-    split_range(p.split_mode, P, p.num_splits, p.min_split, s, beg, end);
-    return true;
 }
 
 // One lane's slots of block j's tokens t0 + step i (i < N; bn tokens a
@@ -107,8 +173,8 @@ __device__ __forceinline__ float split_lse(float m, float l)
 // The staged bf16 partial (ROWS rows of pitch OSP in shared memory) out to
 // part_o in 16-byte chunks, a whole row per Dv / 8 lanes, by NT threads.
 template <int ROWS, int NT>
-__device__ __forceinline__ void store_partial(const Stage1Params &p, int y, long long part_row0, const bf16_t *Os,
-                                              int osp)
+__device__ __forceinline__ void store_partial(const Stage1Params &p, void *part_o, int y, long long part_row0,
+                                              const bf16_t *Os, int osp)
 {
     const int cpr = p.Dv >> 3;
     for (int idx = threadIdx.x; idx < ROWS * cpr; idx += NT) {
@@ -116,7 +182,7 @@ __device__ __forceinline__ void store_partial(const Stage1Params &p, int y, long
         bool ok;
         const int r = row_of(p, ROWS, y, k, ok);
         if (ok)
-            *(uint4 *)((bf16_t *)p.part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * osp + c);
+            *(uint4 *)((bf16_t *)part_o + (part_row0 + r) * p.Dv + c) = *(const uint4 *)(Os + k * osp + c);
     }
 }
 

@@ -1,14 +1,14 @@
 // Stage 1 of the fast and per-head tiers, single-role: every warp of the
 // CTA runs gather -> S -> softmax -> PV of a tile in turn, behind
-// __syncthreads. Grid (split, row block, seq): one CTA takes ROWS = 16 MT
-// flattened query rows and one piece of the prefix; every 32-token latent
-// tile it gathers serves all of those rows. QK^T and PV on tensor cores
+// __syncthreads. Grid (chunk, row block) for the fast tier, (split, row
+// block, seq) for the per-head one: one CTA takes ROWS = 16 MT query rows
+// and the pieces of its chunk one after the other (PieceWalk); every
+// 32-token latent tile it gathers serves all of those rows. QK^T and PV on tensor cores
 // (mma.sync m16n8k16 on NVIDIA, MFMA 32x32x8 on AMD), fp32 accumulation,
 // online softmax in base 2. Partials of type PT (bf16: fast tier; fp32:
 // per-head tier) with an fp32 natural-log lse. On NVIDIA this kernel runs
-// the blocks of up to 32 rows, the per-head tier, and the 64/96-row blocks
-// of heads other than 576 wide (or when options ask for it); on AMD it is
-// the whole fast tier.
+// the blocks of up to 32 rows, the per-head tier, and the 64-row blocks of
+// heads other than 576 wide; on AMD it is the whole fast tier.
 #ifndef MLA_KERNELS_STAGE1_MMA_H
 #define MLA_KERNELS_STAGE1_MMA_H
 
@@ -60,13 +60,14 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     float *Lse = (float *)(base + SM.lse);
 
     pdl_launch_dependents();
-    const int s = blockIdx.x, y = blockIdx.y, b = blockIdx.z;
+    const int y = blockIdx.y;
     const int tid = threadIdx.x;
-    int kv0, beg, end;
-    if (!cta_split(p, s, b, kv0, beg, end))
-        return;
+    PieceWalk walk(p);
+    Piece pc;
+    while (walk.next(p, pc)) {
+    const int kv0 = pc.kv0, beg = pc.beg, end = pc.end;
     const int n = end - beg;
-    const int q0 = p.qo_indptr[b];
+    const int q0 = p.qo_indptr[pc.b];
     const int chunks = p.D >> 3; // 16-byte chunks per row
     const int ntiles = (n + TN - 1) / TN;
 
@@ -239,7 +240,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     }
     __syncthreads();
 
-    const long long part_row0 = ((long long)b * p.num_splits + s) * p.HL;
+    const long long part_row0 = (long long)pc.slot(p) * (p.H * p.L);
 #if defined(MLA_TARGET_NVIDIA)
     pv.for_each(p.Dv, [&](int k, int col, float v0, float v1) {
         bool ok;
@@ -267,6 +268,8 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
         const int r = row_of(p, ROWS, y, tid, ok);
         if (ok)
             p.part_lse[part_row0 + r] = Lse[tid];
+    }
+    __syncthreads(); // the next piece's loads reuse Q, K/V and the row buffers
     }
 }
 

@@ -15,7 +15,7 @@
 namespace mla_dev {
 
 // ---------------------------------------------------------------------------
-// Stage 2: merge of the prefix splits, causal L x L draft block in fp32,
+// Stage 2: merge of the prefix pieces, causal L x L draft block in fp32,
 // final merge. Grid (H, Dv / cw, bs), 256 threads. Everything a block needs
 // from global memory except the partial outputs is staged in shared memory
 // in one parallel burst first: a chain of dependent global loads per warp
@@ -49,7 +49,7 @@ template <typename PT> __device__ __forceinline__ void load8(const void *base, l
 template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kernel(Stage2Params p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int L = p.L, NS = p.num_splits, D = p.D;
+    const int L = p.L, NS = p.max_pieces, D = p.D;
     const int cw = p.cw, CG = cw / 8;
     const int SG = s2_groups(L, cw), items = s2_items(L, cw);
     float *sc = (float *)smem_raw; // [L][L] draft scores
@@ -64,9 +64,24 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     const int h = blockIdx.x, chunk = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int q0 = p.qo_indptr[b];
-    const int P = p.kv_indptr[b + 1] - p.kv_indptr[b];
-    const int act = active_splits(p.split_mode, P, NS, p.min_split);
-    const long long part_row0 = (long long)b * NS * p.HL;
+    // The sequence's pieces: slots first + b .. last + b of the balanced
+    // partition (split_policy.h), or its per-head splits b NS .. + NS - 1.
+    int act, slot0;
+    if (p.mode == S1_FAST) {
+        const int kv0 = p.kv_indptr[b];
+        int first, last;
+        mla_sp_seq_chunks(mla_sp_seq_start(kv0, b), p.kv_indptr[b + 1] - kv0, p.num_splits, p.work, &first,
+                          &last);
+        // Stage 1 wrote this sequence's o and lse itself (Stage1Draft direct).
+        if (p.s1_direct && first == last)
+            return;
+        act = last - first + 1;
+        slot0 = first + b;
+    } else {
+        act = p.num_splits;
+        slot0 = b * p.num_splits;
+    }
+    const long long part_row0 = (long long)slot0 * p.HL;
     // Draft keys merged here: none when stage 1 folded the draft block into
     // the last split (Stage1Draft), which leaves this kernel the merge alone.
     const int LD = p.s1_draft ? 0 : L;

@@ -37,25 +37,21 @@ const char *mla_gpu_tier_name(mla_gpu_tier t);
 /* The per-head baseline uses at most 16 splits (SPEC section 4). */
 #define MLA_GPU_PERHEAD_MAX_SPLITS 16
 
-/* Stage-1 kernel of the fast tier's 64- and 96-row blocks. */
+/* Stage-1 kernel of the fast tier (docs/gpu-design.md, "The fast tier").
+ * The kernels ever tried and dropped (the ping-pong and pair stage 1s,
+ * 96-row CTAs, mma.sync at 576 columns on NVIDIA) live in git history under
+ * the tag kernels-before-house2. */
 typedef enum {
-    MLA_GPU_FAST_KERNEL_AUTO = 0, /* ws where it applies (NVIDIA sm_90a, head_dim 576), else mma;
-                                     ws-pvg's stage 1 for bf16 pools whose splits average 2048
-                                     tokens or more (docs/perf-log.md, step 26) */
-    MLA_GPU_FAST_KERNEL_WS = 1,   /* warp-specialized wgmma kernel; declines other shapes */
-    MLA_GPU_FAST_KERNEL_MMA = 2,  /* single-role mma.sync / MFMA kernel */
-    MLA_GPU_FAST_KERNEL_WS_PVG = 3, /* auto, but every 64-row bf16 ws stage 1 runs the softmax
-                                      in its PV warpgroups (the producer gathers and issues
-                                      QK^T only; five stages) */
-    MLA_GPU_FAST_KERNEL_WS_PP = 4, /* ws, but every 64-row bf16 ws stage 1 runs the ping-pong
-                                      kernel: two compute warpgroups take 64-token blocks in
-                                      turn (S, softmax, half of O each), a third gathers.
-                                      Never chosen by auto */
-    MLA_GPU_FAST_KERNEL_PAIR = 5   /* auto, but bf16 pools with head_dim 576, v_head_dim 512
-                                      and 33-96 rows (num_heads * q_len) run the pair stage 1:
-                                      all rows unpadded in one pass (S^T = K Q^T), the head
-                                      dimension split over a cluster of two CTAs.
-                                      Never chosen by auto */
+    MLA_GPU_FAST_KERNEL_AUTO = 0,  /* NVIDIA sm_90a with head_dim 576 and more than 32 rows: ws,
+                                      or ws-pvsm for bf16 pools whose splits average 2048
+                                      tokens or more; everything else: mma */
+    MLA_GPU_FAST_KERNEL_WS = 1,    /* warp-specialized wgmma kernel, the softmax in the
+                                      producer warpgroup; declines other shapes */
+    MLA_GPU_FAST_KERNEL_MMA = 2,   /* single-role mma.sync / MFMA kernel: reported only (auto
+                                      picks it where ws does not apply); not an option value */
+    MLA_GPU_FAST_KERNEL_WS_PVSM = 3 /* ws, but every 64-row bf16 block runs the softmax in its
+                                      PV warpgroups (the producer gathers and issues QK^T
+                                      only; five stages) */
 } mla_gpu_fast_kernel;
 
 /* How the fast tier's smallest split is chosen. */
@@ -76,9 +72,7 @@ typedef enum {
  * them explicitly (NULL = mla_gpu_options_default()); the library reads no
  * environment. */
 typedef struct {
-    int fast_kernel;     /* mla_gpu_fast_kernel */
-    int fast_rows;       /* rows per fast stage-1 CTA on NVIDIA: 64 (default: 96 flattened
-                            rows run as two 64-row CTAs) or 96 (one 96-row CTA) */
+    int fast_kernel;     /* mla_gpu_fast_kernel: AUTO, WS or WS_PVSM */
     int fast_min_split;  /* smallest fast split in tokens, >= 16 (default MLA_GPU_FAST_MIN_SPLIT) */
     int fast_split_rule; /* mla_gpu_split_rule */
     int fast_merge;      /* mla_gpu_merge */
@@ -89,7 +83,7 @@ mla_gpu_options mla_gpu_options_default(void);
 /* MLA_OK, or MLA_ERR_INVALID with the offending field in err (may be NULL). */
 mla_status mla_gpu_options_check(const mla_gpu_options *opt, mla_error *err);
 
-/* Names of the enum values ("auto", "ws", "mma"; "adaptive", "fixed") and
+/* Names of the enum values ("auto", "ws", "mma", "ws-pvsm"; "adaptive", "fixed") and
  * their parsers (-1 for an unknown name). */
 const char *mla_gpu_fast_kernel_name(int k);
 int mla_gpu_fast_kernel_parse(const char *name);
@@ -132,9 +126,12 @@ typedef struct {
 } mla_gpu_args;
 
 /* Bytes of workspace `tier` needs for shape `s` under `opt` (AUTO: the most
- * any tier of the chain needs). A pure function of its arguments; 0 when
- * the tier needs none, declines the shape, or opt is invalid. */
-size_t mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier, const mla_gpu_options *opt);
+ * any tier of the chain that accepts the shape needs), a pure function of
+ * its arguments: MLA_OK with *bytes set (0: the tier needs none),
+ * MLA_ERR_DECLINED when the tier declines the shape (reason in err), or
+ * MLA_ERR_INVALID for a NULL argument or invalid options. */
+mla_status mla_gpu_workspace_size(const mla_shape *s, mla_gpu_tier tier, const mla_gpu_options *opt,
+                                  size_t *bytes, mla_error *err);
 
 /* NULL when `tier` (FAST or PERHEAD) runs these arguments under `opt`,
  * otherwise the reason it declines. GENERIC and AUTO never decline (NULL). */
@@ -143,7 +140,7 @@ const char *mla_gpu_declines(const mla_gpu_args *a, mla_gpu_tier tier, const mla
 /* What a call runs (or ran): the tier after the AUTO chain, the prefix
  * splits of its stage-1 grid (0 for GENERIC, which has no splits), the
  * fast tier's smallest split in tokens (0 otherwise), the query rows per
- * stage-1 CTA, and the fast tier's stage-1 kernel (WS, WS_PVG or MMA, never
+ * stage-1 CTA, and the fast tier's stage-1 kernel (WS, WS_PVSM or MMA, never
  * AUTO; AUTO for the other tiers). */
 typedef struct {
     mla_gpu_tier tier;

@@ -114,7 +114,7 @@ def main():
         nan_cases.append(dst)
     tiers = ["model", "amd-gfx950-emu", "amd-gfx942-emu", "amd-gfx950-emu-baseline",
              "amd-gfx942-emu-baseline", "amd-gfx950-emu-fallback", "amd-gfx942-emu-fallback",
-             "gpu", "gpu-baseline", "gpu-fallback", "gpu:mma", "gpu:pvg"]
+             "gpu", "gpu-baseline", "gpu-fallback", "gpu:pvsm"]
     args = []
     for t in tiers:
         args += ["--backend", t]
