@@ -260,61 +260,38 @@ static void count(const void *p, size_t n, int w)
     *(w ? &c->other_wr : &c->other_rd) += n; /* kernel arguments, private memory */
 }
 
-#define HOOK(N)                                                                                    \
-    void __tsan_read##N(void *p)                                                                   \
+/* A memory-check hook of the emulator: count, then forward to its own. */
+#define WRAP(NAME, W, NBYTES)                                                                      \
+    void NAME(void *p)                                                                             \
     {                                                                                              \
         static void (*f)(void *);                                                                  \
         if (!f)                                                                                    \
-            f = (void (*)(void *))real("__tsan_read" #N);                                          \
-        count(p, N, 0);                                                                            \
-        f(p);                                                                                      \
-    }                                                                                              \
-    void __tsan_write##N(void *p)                                                                  \
-    {                                                                                              \
-        static void (*f)(void *);                                                                  \
-        if (!f)                                                                                    \
-            f = (void (*)(void *))real("__tsan_write" #N);                                         \
-        count(p, N, 1);                                                                            \
-        f(p);                                                                                      \
-    }                                                                                              \
-    void __tsan_unaligned_read##N(void *p)                                                         \
-    {                                                                                              \
-        static void (*f)(void *);                                                                  \
-        if (!f)                                                                                    \
-            f = (void (*)(void *))real("__tsan_unaligned_read" #N);                                \
-        count(p, N, 0);                                                                            \
-        f(p);                                                                                      \
-    }                                                                                              \
-    void __tsan_unaligned_write##N(void *p)                                                        \
-    {                                                                                              \
-        static void (*f)(void *);                                                                  \
-        if (!f)                                                                                    \
-            f = (void (*)(void *))real("__tsan_unaligned_write" #N);                               \
-        count(p, N, 1);                                                                            \
+            f = (void (*)(void *))real(#NAME);                                                     \
+        count(p, NBYTES, W);                                                                       \
         f(p);                                                                                      \
     }
+#define HOOK(N)                                                                                    \
+    WRAP(__tsan_read##N, 0, N)                                                                     \
+    WRAP(__tsan_write##N, 1, N)                                                                    \
+    WRAP(__tsan_unaligned_read##N, 0, N)                                                           \
+    WRAP(__tsan_unaligned_write##N, 1, N)
 HOOK(1)
 HOOK(2)
 HOOK(4)
 HOOK(8)
 HOOK(16)
 
-void __tsan_read_range(void *p, unsigned long n)
-{
-    static void (*f)(void *, unsigned long);
-    if (!f)
-        f = (void (*)(void *, unsigned long))real("__tsan_read_range");
-    count(p, n, 0);
-    f(p, n);
-}
-void __tsan_write_range(void *p, unsigned long n)
-{
-    static void (*f)(void *, unsigned long);
-    if (!f)
-        f = (void (*)(void *, unsigned long))real("__tsan_write_range");
-    count(p, n, 1);
-    f(p, n);
-}
+#define WRAP_RANGE(NAME, W)                                                                        \
+    void NAME(void *p, unsigned long n)                                                            \
+    {                                                                                              \
+        static void (*f)(void *, unsigned long);                                                   \
+        if (!f)                                                                                    \
+            f = (void (*)(void *, unsigned long))real(#NAME);                                      \
+        count(p, n, W);                                                                            \
+        f(p, n);                                                                                   \
+    }
+WRAP_RANGE(__tsan_read_range, 0)
+WRAP_RANGE(__tsan_write_range, 1)
 
 /* mla_emu::mfma_step(int, const void *, const void *, const float *, float *):
  * one call per lane of the wave. */
