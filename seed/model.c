@@ -396,8 +396,9 @@ static void merge_splits(model_ctx *c, int hl, int i, int32_t active, float *lse
     *lse_p = m + logf(sum);
 }
 
-/* Stage 2, draft half: the L x L block of row i in fp32, one tile. */
-static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
+/* Stage 2, draft half: the L x L block of row i in fp32, one tile. Returns
+ * the number of draft keys the row sees. */
+static int draft_part(model_ctx *c, const float *q, int i, float *lse_d)
 {
     /* The correct count, then what a boundary bug of the draft block reads. */
     const int visible =
@@ -416,11 +417,11 @@ static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
         for (d = 0; d < c->dv; d++)
             c->o_d[d] = NAN;
         *lse_d = NAN;
-        return;
+        return visible;
     }
     if (m == -INFINITY) {
         *lse_d = -INFINITY;
-        return;
+        return visible;
     }
     for (j = 0; j < (c->mut->masked_drafts_weighted ? c->len : visible); j++) {
         const float pj = j < visible ? expf(c->sd[j] - m) : 0.0f;
@@ -432,6 +433,7 @@ static void draft_part(model_ctx *c, const float *q, int i, float *lse_d)
     for (d = 0; d < c->dv; d++)
         c->o_d[d] /= l;
     *lse_d = m + logf(l);
+    return visible;
 }
 
 /* Stage 2 for one head of the block: every draft row. */
@@ -448,9 +450,18 @@ static void stage2_head(model_ctx *c, int b, int hl, int h, int32_t active, mla_
         float lse_p, lse_d, big, wp, wd, den;
 
         merge_splits(c, hl, i, active, &lse_p);
-        draft_part(c, q, i, &lse_d);
+        const int seen = draft_part(c, q, i, &lse_d);
 
         big = fmaxf(lse_p, lse_d);
+        if (big == -INFINITY && seen > 0) {
+            /* Keys seen, every score -inf (a q element +-inf): softmax is
+             * 0/0 there, NaN in the reference (exp(-inf - -inf)), so NaN
+             * here too, o and lse (docs/accuracy.md, non-finite policy). */
+            for (d = 0; d < c->dv; d++)
+                o[d] = mla_f32_to_bf16(NAN);
+            lse_out[(size_t)row * c->heads + h] = NAN;
+            continue;
+        }
         if (big == -INFINITY && c->mut->guard_empty) {
             /* No visible key at all: 0 with lse -inf, no division. */
             for (d = 0; d < c->dv; d++)

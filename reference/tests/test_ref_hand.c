@@ -295,10 +295,26 @@ static void case_window(void)
     fx.cfg.sliding_window = 1; /* prefix only: row 0 sees t2, row 1 sees no prefix key */
     expect_row w1p[2] = {{1, {1}, {{2, 0}}, 0, 0}, {0, {0}, {{0}}, 0, 0}};
     check("window-1-prefix-only-no-visible-key", &fx, w1p, 1, 0);
-    fx.cfg.sliding_window = 0; /* 0 is off, as -1 */
+    fx.cfg.sliding_window = -1; /* -1 is off */
     expect_row off[2] = {{4, {1, 1, 1, 1}, {{8, 0}, {4, 0}, {2, 0}, {1, 0}}, 0, 0},
                          {5, {1, 1, 1, 1, 1}, {{8, 0}, {4, 0}, {2, 0}, {1, 0}, {0.5, 0}}, 0, 0}};
-    check("window-0-is-off", &fx, off, 1, 1);
+    check("window-minus-1-is-off", &fx, off, 1, 1);
+    /* 0 is invalid input (fixtures/README.md): both references reject it. */
+    fx.cfg.sliding_window = 0;
+    {
+        float o[4], l[2];
+        double od[4], ld[2];
+        mla_error err = {0};
+        const int rr = mla_reference_run(&fx, o, l, &err) == MLA_ERR_INVALID;
+        const int ro = mla_oracle_run(&fx, od, ld, &err) == MLA_ERR_INVALID;
+        if (!rr || !ro) {
+            printf("FAIL window-0-rejected: reference %s, oracle %s\n",
+                   rr ? "rejects" : "accepts", ro ? "rejects" : "accepts");
+            failures++;
+        } else {
+            printf("ok   window-0-rejected: %s\n", err.msg);
+        }
+    }
     mla_fixture_free(&fx);
 }
 
