@@ -456,53 +456,42 @@ static const char *trace_verdict(const mla_case_result *c)
     return c->expected_fail ? "XFAIL (known-bad upstream output)" : mla_verdict_name(c->verdict);
 }
 
-static size_t trace_count(const mla_case_result *r, size_t n)
+static int trace_capture(const mla_case_result *c)
+{
+    return strcmp(c->family, "trace") == 0 && strcmp(c->backend, "captured") == 0;
+}
+
+/* The section, as Markdown or (html) as an HTML table that closes the
+ * summary table before it. */
+static void trace_section(FILE *f, const mla_case_result *r, size_t n, int html)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; ++i)
-        k += strcmp(r[i].family, "trace") == 0 && r[i].path != MLA_PATH_REFERENCE &&
-             strcmp(r[i].backend, "captured") == 0;
-    return k;
-}
-
-static void trace_section_md(FILE *f, const mla_case_result *r, size_t n)
-{
-    if (!trace_count(r, n))
+        k += trace_capture(&r[i]);
+    if (!k)
         return;
-    fprintf(f, "\n## SGLang captures\n\nThe kernel outputs captured from SGLang "
-               "(fixtures/data/trace/manifest.json), judged as backend `captured`. XFAIL: a "
-               "known-bad upstream output failing for its recorded reason.\n\n"
-               "| capture | verdict | note |\n|---|---|---|\n");
+    fputs(html ? "</table>\n<h2>SGLang captures</h2>\n<p>" : "\n## SGLang captures\n\n", f);
+    fputs("The kernel outputs captured from SGLang (fixtures/data/trace/manifest.json), judged as "
+          "backend captured. XFAIL: a known-bad upstream output failing for its recorded "
+          "reason.",
+          f);
+    fputs(html ? "</p>\n<table><tr><th>capture</th><th>verdict</th><th>note</th></tr>\n"
+               : "\n\n| capture | verdict | note |\n|---|---|---|\n",
+          f);
+    void (*esc)(FILE *, const char *) = html ? html_str : md_str;
     for (size_t i = 0; i < n; ++i) {
         const mla_case_result *c = &r[i];
-        if (strcmp(c->family, "trace") != 0 || strcmp(c->backend, "captured") != 0)
+        if (!trace_capture(c))
             continue;
-        fputs("| ", f);
-        md_str(f, c->fixture);
-        fprintf(f, " | **%s** | ", trace_verdict(c));
-        md_str(f, c->reason);
-        fputs(" |\n", f);
-    }
-}
-
-static void trace_section_html(FILE *f, const mla_case_result *r, size_t n)
-{
-    if (!trace_count(r, n))
-        return;
-    fprintf(f, "</table>\n<h2>SGLang captures</h2>\n<p>The kernel outputs captured from SGLang "
-               "(fixtures/data/trace/manifest.json), judged as backend <code>captured</code>. "
-               "XFAIL: a known-bad upstream output failing for its recorded reason.</p>\n"
-               "<table><tr><th>capture</th><th>verdict</th><th>note</th></tr>\n");
-    for (size_t i = 0; i < n; ++i) {
-        const mla_case_result *c = &r[i];
-        if (strcmp(c->family, "trace") != 0 || strcmp(c->backend, "captured") != 0)
-            continue;
-        const html_part cells[] = {{"<tr><td>", c->fixture}};
-        html_parts(f, cells, NFIELDS(cells));
-        fprintf(f, "</td><td class=\"%s\">%s</td><td>",
-                c->expected_fail ? "DECLINED" : mla_verdict_name(c->verdict), trace_verdict(c));
-        html_str(f, c->reason);
-        fputs("</td></tr>\n", f);
+        fputs(html ? "<tr><td>" : "| ", f);
+        esc(f, c->fixture);
+        if (html)
+            fprintf(f, "</td><td class=\"%s\">%s</td><td>",
+                    c->expected_fail ? "DECLINED" : mla_verdict_name(c->verdict), trace_verdict(c));
+        else
+            fprintf(f, " | **%s** | ", trace_verdict(c));
+        esc(f, c->reason);
+        fputs(html ? "</td></tr>\n" : " |\n", f);
     }
 }
 
@@ -528,7 +517,7 @@ static int write_md(FILE *f, const mla_report_meta *meta, const mla_case_result 
                "|---|---|---|---|---|---|---|---|---|---|\n");
     summary_rows(f, s, ns, "| ", md_str,
                  " | %d | %d | %d | %d | %d | %s | %.2e | %.3f | %.3f |\n");
-    trace_section_md(f, r, n);
+    trace_section(f, r, n, 0);
     fprintf(f, "\n## Every case\n\n| fixture | backend | verdict | max prefix | splits | "
                "cos_diff | worst row cos | max abs | bound ratio | within 1 ulp | lse max abs "
                "| note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -755,7 +744,7 @@ static int write_html(FILE *f, const mla_report_meta *meta, const mla_case_resul
     summary_rows(f, s, ns, "<tr><td>", html_str,
                  "</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td>"
                  "<td>%.2e</td><td>%.3f</td><td>%.3f</td></tr>\n");
-    trace_section_html(f, r, n);
+    trace_section(f, r, n, 1);
     fprintf(f, "</table>\n<h2>Plots</h2>\n");
     svg_scatter(f, "Tensor cos_diff against the longest prefix in the case",
                 "longest prefix (keys, log scale)", "cos_diff (log)", r, n, s, ns, 0, 1);
