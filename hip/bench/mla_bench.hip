@@ -201,9 +201,102 @@ static const Ref *spec_ref(int heads, int bs, int prefix)
     return nullptr;
 }
 
+// One timed case: bs sequences of `prefix` tokens each, or (lens non-empty:
+// a ragged batch, --lens) sequence b with prefix lens[b]; then bs is
+// lens.size() and prefix the mean rounded down (the record states the exact
+// mean).
 struct Case {
     int heads, q_len, bs, prefix;
+    std::vector<int> lens;
+    std::string lens_arg; // the --lens list as given
+    int prefix_of(int b) const { return lens.empty() ? prefix : lens[b]; }
+    long long kv_tokens() const
+    {
+        long long t = 0;
+        for (int b = 0; b < bs; ++b)
+            t += prefix_of(b);
+        return t;
+    }
+    double mean_prefix() const { return bs ? (double)kv_tokens() / bs : 0.0; }
+    int max_prefix() const
+    {
+        int m = 0;
+        for (int b = 0; b < bs; ++b)
+            m = std::max(m, prefix_of(b));
+        return m;
+    }
+    int min_prefix() const
+    {
+        int m = bs ? prefix_of(0) : 0;
+        for (int b = 1; b < bs; ++b)
+            m = std::min(m, prefix_of(b));
+        return m;
+    }
 };
+
+// Limits of a --lens list: kv_indptr is int32 (the API's), so the batch's
+// total prefix must fit; a sequence and a batch far beyond any serving batch
+// are typing errors, reported rather than allocated.
+#define LENS_MAX_PREFIX (1 << 24)
+#define LENS_MAX_SEQS 65536
+
+// Parses LIST = item[,item...], item = N or NxM (M sequences of prefix N),
+// the syntax of flashmla_bench's LENS (SPEC section 8a). Digits only: no
+// signs, spaces or empty items. Returns false with a message naming the
+// offending item.
+static bool parse_lens(const char *list, std::vector<int> &lens, std::string &why)
+{
+    lens.clear();
+    long long total = 0;
+    const char *p = list;
+    if (!*p) {
+        why = "empty list";
+        return false;
+    }
+    for (;;) {
+        const char *item = p;
+        long long v[2] = {0, 1};
+        for (int k = 0; k < 2; ++k) {
+            const char *d = p;
+            long long x = 0;
+            while (*p >= '0' && *p <= '9' && x <= 1LL << 40)
+                x = x * 10 + (*p++ - '0');
+            if (p == d) {
+                const char *end = strchr(item, ',');
+                why = "item '" + (end ? std::string(item, end - item) : std::string(item)) +
+                      "' is not N or NxM with N, M decimal integers";
+                return false;
+            }
+            v[k] = x;
+            if (k == 0 && *p == 'x')
+                ++p;
+            else
+                break;
+        }
+        const std::string it = std::string(item, p - item);
+        if (*p && *p != ',') {
+            why = "unexpected '" + std::string(1, *p) + "' after item '" + it + "'";
+            return false;
+        }
+        if (v[0] > LENS_MAX_PREFIX) {
+            why = "item '" + it + "': prefix over " + std::to_string(LENS_MAX_PREFIX) + " tokens";
+            return false;
+        }
+        if (v[1] < 1 || v[1] > LENS_MAX_SEQS || (long long)lens.size() + v[1] > LENS_MAX_SEQS) {
+            why = "item '" + it + "': the batch must have 1.." + std::to_string(LENS_MAX_SEQS) + " sequences";
+            return false;
+        }
+        total += v[0] * v[1];
+        if (total > 2147483647LL) {
+            why = "item '" + it + "': the batch's total prefix exceeds the int32 kv_indptr";
+            return false;
+        }
+        lens.insert(lens.end(), (size_t)v[1], (int)v[0]);
+        if (!*p)
+            return true;
+        ++p;
+    }
+}
 
 struct InputSet {
     void *q, *ke, *ve, *kv, *qo, *kvp, *idx, *o, *lse;
@@ -220,10 +313,30 @@ struct Record {
 
 static const int D = 576, DV = 512;
 
+// Bytes the call must read: the prefix pool over the batch's real total
+// (1 or 2 bytes an element) and the drafts' bf16 keys and values.
+static double case_kv_bytes(const Case &c)
+{
+    return (double)c.kv_tokens() * D * mla_kv_dtype_size((mla_kv_dtype)g_kv_dtype) +
+           (double)c.bs * c.q_len * D * 2;
+}
+
+// QK^T and PV of every sequence over its own P_b + L keys (SPEC 8).
+static double case_flops(const Case &c)
+{
+    return 2.0 * c.heads * c.q_len * ((double)c.kv_tokens() + (double)c.bs * c.q_len) * (D + DV);
+}
+
 static void make_set(const Case &c, uint64_t seed, InputSet &s)
 {
-    const long long T = (long long)c.bs * c.q_len, P = c.prefix;
-    const long long slots = (long long)c.bs * P + 64;
+    const long long T = (long long)c.bs * c.q_len, KV = c.kv_tokens();
+    // Every sequence owns whole 64-token pages (its last one part-filled),
+    // as in a paged cache; a uniform batch whose prefix is a multiple of 64
+    // gets the flat layout of earlier builds exactly.
+    long long pool_pages = 0;
+    for (int b = 0; b < c.bs; ++b)
+        pool_pages += (c.prefix_of(b) + 63) / 64;
+    const long long slots = pool_pages * 64 + 64;
     CK(cudaMalloc(&s.q, T * c.heads * D * 2));
     CK(cudaMalloc(&s.ke, T * D * 2));
     CK(cudaMalloc(&s.ve, T * DV * 2));
@@ -231,7 +344,7 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
     CK(cudaMalloc(&s.kv, slots * D * kv_es));
     CK(cudaMalloc(&s.qo, (c.bs + 1) * 4));
     CK(cudaMalloc(&s.kvp, (c.bs + 1) * 4));
-    CK(cudaMalloc(&s.idx, std::max(1LL, c.bs * P) * 8));
+    CK(cudaMalloc(&s.idx, std::max(1LL, KV) * 8));
     CK(cudaMalloc(&s.o, T * c.heads * DV * 2));
     CK(cudaMalloc(&s.lse, T * c.heads * 4));
     fill(s.q, T * c.heads * D, seed * 5 + 1, 1.f);
@@ -246,12 +359,12 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
     std::vector<int> qo(c.bs + 1), kvp(c.bs + 1);
     for (int b = 0; b <= c.bs; ++b) {
         qo[b] = b * c.q_len;
-        kvp[b] = (int)(b * P);
+        kvp[b] = b ? kvp[b - 1] + c.prefix_of(b - 1) : 0;
     }
     // Page size 1 slot lists (g_kv_layout): a shuffle of the 64-token pages
     // or of the tokens themselves.
     const long long unit = g_kv_layout == KV_RANDOM ? 1 : 64;
-    const long long pages = (c.bs * P + unit - 1) / unit;
+    const long long pages = g_kv_layout == KV_RANDOM ? KV : pool_pages;
     std::vector<long long> perm(pages);
     for (long long i = 0; i < pages; ++i)
         perm[i] = i;
@@ -262,9 +375,13 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
         r ^= r << 17;
         std::swap(perm[i], perm[r % (uint64_t)(i + 1)]);
     }
-    std::vector<int64_t> idx(std::max(1LL, c.bs * P));
-    for (long long t = 0; t < c.bs * P; ++t)
-        idx[t] = perm[t / unit] * unit + t % unit;
+    std::vector<int64_t> idx(std::max(1LL, KV));
+    for (long long b = 0, t = 0, base = 0; b < c.bs; ++b) {
+        const int P = c.prefix_of((int)b);
+        for (long long j = 0; j < P; ++j, ++t)
+            idx[t] = perm[base + j / unit] * unit + j % unit;
+        base += (P + unit - 1) / unit;
+    }
     CK(cudaMemcpy(s.qo, qo.data(), qo.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(s.kvp, kvp.data(), kvp.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(s.idx, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
@@ -281,7 +398,7 @@ static void make_set(const Case &c, uint64_t seed, InputSet &s)
     a.shape.is_causal = 1;
     a.shape.sliding_window = -1;
     a.shape.topk = 1;
-    a.num_kv_indices = c.bs * P;
+    a.num_kv_indices = KV;
     a.sm_scale = 0.0721688f; // 192^-0.5, Kimi-K3
     a.k_scale = a.v_scale = 1.f;
     a.q = (const mla_bf16 *)s.q;
@@ -373,6 +490,9 @@ int main(int argc, char **argv)
     bool ceilings = true;
     int only[4] = {0, 0, 0, 0};
     const char *case_list = nullptr; // "H,L,bs,prefix:H,L,bs,prefix:..." (A/B runs of variants)
+    std::vector<std::string> lens_args;              // --lens, one ragged batch each
+    std::vector<std::pair<int, int>> shapes;        // (H, L) the ragged batches are timed at
+    bool list_only = false;                          // --list-cases
     g_opts = mla_gpu_options_default();
     bool rule_given = false;
     std::string variant_args; // the variant flags given, for the report's command line
@@ -388,6 +508,8 @@ int main(int argc, char **argv)
                    "                 [--fast-kernel auto|ws|ws-pvsm]\n"
                    "                 [--min-split N] [--split-rule adaptive|fixed]\n"
                    "                 [--merge auto|stage2]\n"
+                   "                 [--lens LIST [--lens LIST...] [--only H,L | --shapes H,L:H,L...]]\n"
+                   "                 [--list-cases]\n"
                    "Times the GPU tiers at Kimi-K3 TP8 (H 12, L 8; bs 1/8/32/64; prefix 1k-64k) and\n"
                    "DeepSeek-V3 TP8 (H 16, L 4) shapes: medians of CUDA-graph replays over input sets\n"
                    "rotated past the L2, beside the copy bandwidth and a cuBLAS bf16 GEMM rate measured\n"
@@ -406,6 +528,19 @@ int main(int argc, char **argv)
                    "                    long) or fixed\n"
                    "  --merge M         auto (default: no merge kernel when stage 1 can write o\n"
                    "                    itself: one split, draft block in stage 1) or stage2\n"
+                   "  --lens LIST       one ragged batch instead of the uniform grid: LIST is\n"
+                   "                    comma-separated per-sequence prefixes, N or NxM (M sequences\n"
+                   "                    of prefix N), as flashmla_bench's LENS (SPEC 8a), e.g.\n"
+                   "                    65536,1024x31 (bs 32). bs is the count; the record adds\n"
+                   "                    \"lens\" (LIST as given), prefix = the mean, prefix_min,\n"
+                   "                    prefix_max, kv_tokens; bytes, flops and the roofline use the\n"
+                   "                    per-sequence totals. Repeat --lens for several batches.\n"
+                   "  --only H,L        with --lens: time each batch at this shape only\n"
+                   "  --shapes S        with --lens: shapes H,L[:H,L...] (default 12,8:16,4); one\n"
+                   "                    case per batch and shape\n"
+                   "  --only H,L,bs,P   without --lens: this one uniform case\n"
+                   "  --list-cases      print the cases (bs, prefixes, bytes, flops) and exit\n"
+                   "                    without touching the GPU\n"
                    "Exit 77 when no GPU is present, 2 on a bad argument.\n",
                    MLA_GPU_FAST_MIN_SPLIT);
             return 0;
@@ -471,19 +606,66 @@ int main(int argc, char **argv)
             variant_args += std::string(" --split-rule ") + v;
             continue;
         }
+        if (!strcmp(argv[i], "--lens") && i + 1 < argc) {
+            std::vector<int> l;
+            std::string why_l;
+            if (!parse_lens(argv[++i], l, why_l)) {
+                fprintf(stderr, "mla-bench: bad --lens '%s': %s (want e.g. 65536,1024x31)\n", argv[i],
+                        why_l.c_str());
+                return 2;
+            }
+            lens_args.push_back(argv[i]);
+            variant_args += std::string(" --lens ") + argv[i];
+            continue;
+        }
+        if ((!strcmp(argv[i], "--shapes") || !strcmp(argv[i], "--only")) && i + 1 < argc) {
+            const bool is_only = !strcmp(argv[i], "--only");
+            const char *v = argv[++i];
+            int x[4], n = 0;
+            if (is_only && sscanf(v, "%d,%d,%d,%d%n", &x[0], &x[1], &x[2], &x[3], &n) == 4 && !v[n]) {
+                if (x[0] < 1 || x[1] < 1 || x[2] < 1 || x[3] < 0)
+                    return bad("--only", v);
+                memcpy(only, x, sizeof only);
+                continue;
+            }
+            // H,L[:H,L...]: the shapes of the --lens batches.
+            if (is_only && strchr(v, ':'))
+                return bad("--only", v);
+            for (const char *q = v;;) {
+                if (sscanf(q, "%d,%d%n", &x[0], &x[1], &n) != 2 || x[0] < 1 || x[1] < 1 ||
+                    (q[n] && q[n] != ':'))
+                    return bad(is_only ? "--only" : "--shapes", v);
+                shapes.push_back({x[0], x[1]});
+                if (!q[n])
+                    break;
+                q += n + 1;
+            }
+            continue;
+        }
         if (!strcmp(argv[i], "--no-ceilings"))
             ceilings = false;
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
-            sscanf(argv[++i], "%d,%d,%d,%d", &only[0], &only[1], &only[2], &only[3]);
+        else if (!strcmp(argv[i], "--list-cases"))
+            list_only = true;
         else if (!strcmp(argv[i], "--cases") && i + 1 < argc)
             case_list = argv[++i];
-        else
-        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             out = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
         else if (!strcmp(argv[i], "--backends") && i + 1 < argc)
             backends = argv[++i];
+        else {
+            fprintf(stderr, "mla-bench: unknown argument '%s' (or its value missing; see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!shapes.empty() && lens_args.empty()) {
+        fprintf(stderr, "mla-bench: --shapes and --only H,L pick the shapes of --lens batches: give --lens\n");
+        return 2;
+    }
+    if (!lens_args.empty() && (only[0] || case_list)) {
+        fprintf(stderr, "mla-bench: --lens times ragged batches: --cases and --only H,L,bs,P do not apply\n");
+        return 2;
     }
     {
         mla_error oerr;
@@ -491,6 +673,55 @@ int main(int argc, char **argv)
             fprintf(stderr, "mla-bench: %s\n", oerr.msg);
             return 2;
         }
+    }
+    std::vector<Case> cases;
+    const int bss[] = {1, 8, 32, 64};
+    const int pfx[] = {1024, 4096, 16384, 65536};
+    for (int b : bss)
+        for (int p : pfx)
+            if (!quick || (p <= 16384 && b <= 32))
+                cases.push_back({12, 8, b, p, {}, ""});
+    const Case ds[] = {{16, 4, 1, 4096, {}, ""},   {16, 4, 8, 16384, {}, ""}, {16, 4, 32, 4096, {}, ""},
+                       {16, 4, 32, 16384, {}, ""}, {16, 4, 64, 16384, {}, ""}};
+    for (const Case &c : ds)
+        cases.push_back(c);
+    if (only[0]) { // one case (H,L,bs,prefix), e.g. under a profiler
+        cases.clear();
+        cases.push_back({only[0], only[1], only[2], only[3], {}, ""});
+    }
+    if (case_list) {
+        cases.clear();
+        for (const char *p = case_list; p && *p;) {
+            int v[4];
+            if (sscanf(p, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) == 4 && v[0] > 0 && v[1] > 0 &&
+                v[2] > 0 && v[3] >= 0)
+                cases.push_back({v[0], v[1], v[2], v[3], {}, ""});
+            p = strchr(p, ':');
+            if (p)
+                ++p;
+        }
+    }
+
+    if (!lens_args.empty()) { // ragged batches, one case per (batch, shape)
+        cases.clear();
+        if (shapes.empty())
+            shapes = {{12, 8}, {16, 4}};
+        for (const std::string &l : lens_args)
+            for (const auto &sh : shapes) {
+                Case c{sh.first, sh.second, 0, 0, {}, l};
+                std::string unused;
+                parse_lens(l.c_str(), c.lens, unused); // checked while reading the arguments
+                c.bs = (int)c.lens.size();
+                c.prefix = (int)(c.kv_tokens() / c.bs);
+                cases.push_back(c);
+            }
+    }
+    if (list_only) {
+        for (const Case &c : cases)
+            printf("H %d L %d bs %d prefix mean %.10g min %d max %d kv_tokens %lld kv_bytes %.0f flop %.6g%s%s\n",
+                   c.heads, c.q_len, c.bs, c.mean_prefix(), c.min_prefix(), c.max_prefix(), c.kv_tokens(),
+                   case_kv_bytes(c), case_flops(c), c.lens.empty() ? "" : " lens ", c.lens_arg.c_str());
+        return 0;
     }
     char why[256];
     if (!mla_gpu_available(why, sizeof why)) {
@@ -513,34 +744,6 @@ int main(int argc, char **argv)
            g_opts.fast_min_split, mla_gpu_split_rule_name(g_opts.fast_split_rule),
            g_opts.fast_merge == MLA_GPU_MERGE_STAGE2 ? "stage2" : "auto");
 
-    std::vector<Case> cases;
-    const int bss[] = {1, 8, 32, 64};
-    const int pfx[] = {1024, 4096, 16384, 65536};
-    for (int b : bss)
-        for (int p : pfx)
-            if (!quick || (p <= 16384 && b <= 32))
-                cases.push_back({12, 8, b, p});
-    const Case ds[] = {{16, 4, 1, 4096}, {16, 4, 8, 16384}, {16, 4, 32, 4096}, {16, 4, 32, 16384},
-                       {16, 4, 64, 16384}};
-    for (const Case &c : ds)
-        cases.push_back(c);
-    if (only[0]) { // one case (H,L,bs,prefix), e.g. under a profiler
-        cases.clear();
-        cases.push_back({only[0], only[1], only[2], only[3]});
-    }
-    if (case_list) {
-        cases.clear();
-        for (const char *p = case_list; p && *p;) {
-            int v[4];
-            if (sscanf(p, "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]) == 4 && v[0] > 0 && v[1] > 0 &&
-                v[2] > 0 && v[3] >= 0)
-                cases.push_back({v[0], v[1], v[2], v[3]});
-            p = strchr(p, ':');
-            if (p)
-                ++p;
-        }
-    }
-
     std::vector<std::pair<std::string, mla_gpu_tier>> tiers;
     if (backends.find("fast") != std::string::npos)
         tiers.push_back({"fast", MLA_GPU_TIER_FAST});
@@ -553,11 +756,7 @@ int main(int argc, char **argv)
     CK(cudaStreamCreate(&st));
     std::vector<Record> recs;
     for (const Case &c : cases) {
-        // Bytes the call must read: the prefix pool (1 or 2 bytes an
-        // element) and the drafts' bf16 keys and values.
-        const double kv_bytes = (double)c.bs * ((double)c.prefix * D * mla_kv_dtype_size((mla_kv_dtype)g_kv_dtype) +
-                                                (double)c.q_len * D * 2);
-        const double flops = 2.0 * c.bs * c.heads * c.q_len * (double)(c.prefix + c.q_len) * (D + DV);
+        const double kv_bytes = case_kv_bytes(c), flops = case_flops(c);
         // Distinct input sets until the working set is 3x the L2.
         const double set_bytes = kv_bytes + (double)c.bs * c.q_len * c.heads * (D + DV) * 2;
         int R = (int)ceil(3.0 * prop.l2CacheSize / set_bytes);
@@ -576,7 +775,7 @@ int main(int argc, char **argv)
         const double roof = std::max(kv_bytes / bw_use, flops / rate_use) * 1e6;
         const double spec_roof = std::max(kv_bytes / 4.27e12, flops / 686e12) * 1e6;
         for (auto &t : tiers) {
-            if (t.second == MLA_GPU_TIER_GENERIC && (double)c.bs * c.prefix > 8.0 * 4096)
+            if (t.second == MLA_GPU_TIER_GENERIC && (double)c.kv_tokens() > 8.0 * 4096)
                 continue; // CUDA-core fallback: minutes at the large shapes, nothing to learn
             const double est_ms = t.second == MLA_GPU_TIER_FAST ? roof * 5e-3 : roof * 3e-2;
             int reps = est_ms * R > 50 ? 7 : est_ms * R > 5 ? 15 : 41;
@@ -592,14 +791,16 @@ int main(int argc, char **argv)
                 info.fast_kernel = MLA_GPU_FAST_KERNEL_AUTO;
             }
             Record r{t.first, c, us, roof, spec_roof, kv_bytes / (us * 1e-6) * 1e-9,
-                     flops / (us * 1e-6) * 1e-12, spec_ref(c.heads, c.bs, c.prefix), info.num_splits,
+                     flops / (us * 1e-6) * 1e-12, c.lens.empty() ? spec_ref(c.heads, c.bs, c.prefix) : nullptr, info.num_splits,
                      info.min_split};
             recs.push_back(r);
             // The stage-1 kernel the fast tier ran (auto picks per shape).
-            printf("%-8s H %2d L %d bs %2d prefix %6d: %9.1f us  %7.1f GB/s  %6.1f TFLOP/s  %5.1f%% of roofline %.1f us (R %d, splits %d%s%s)\n",
-                   t.first.c_str(), c.heads, c.q_len, c.bs, c.prefix, us, r.gbps, r.tflops,
-                   100.0 * roof / us, roof, R, r.splits, t.second == MLA_GPU_TIER_FAST ? ", " : "",
-                   t.second == MLA_GPU_TIER_FAST ? mla_gpu_fast_kernel_name(info.fast_kernel) : "");
+            printf("%-8s H %2d L %d bs %2d prefix %6d%s: %9.1f us  %7.1f GB/s  %6.1f TFLOP/s  %5.1f%% of roofline %.1f us (R %d, splits %d%s%s)%s%s\n",
+                   t.first.c_str(), c.heads, c.q_len, c.bs, c.prefix, c.lens.empty() ? "" : " (mean)", us,
+                   r.gbps, r.tflops, 100.0 * roof / us, roof, R, r.splits,
+                   t.second == MLA_GPU_TIER_FAST ? ", " : "",
+                   t.second == MLA_GPU_TIER_FAST ? mla_gpu_fast_kernel_name(info.fast_kernel) : "",
+                   c.lens.empty() ? "" : " lens ", c.lens_arg.c_str());
             fflush(stdout);
         }
         CK(cudaFree(ws));
@@ -612,7 +813,8 @@ int main(int argc, char **argv)
     // within 1.5x of upstream per-head, either way.
     auto find = [&](const std::string &b, const Case &c) -> const Record * {
         for (const Record &r : recs)
-            if (r.backend == b && r.c.heads == c.heads && r.c.bs == c.bs && r.c.prefix == c.prefix)
+            if (r.backend == b && r.c.heads == c.heads && r.c.q_len == c.q_len && r.c.bs == c.bs &&
+                r.c.prefix == c.prefix && r.c.lens_arg == c.lens_arg)
                 return &r;
         return nullptr;
     };
@@ -679,11 +881,16 @@ int main(int argc, char **argv)
             bar_checked++;
         }
         fprintf(jf,
-                "    {\"backend\": \"%s\", \"bs\": %d, \"heads\": %d, \"q_len\": %d, \"prefix\": %d, "
+                "    {\"backend\": \"%s\", \"bs\": %d, \"heads\": %d, \"q_len\": %d, \"prefix\": %.10g, "
                 "\"median_us\": %.2f, \"roofline_us\": %.2f, \"spec_roofline_us\": %.2f, \"GBps\": %.1f, "
                 "\"TFLOPs\": %.1f, \"pct_roofline\": %.1f, \"num_splits\": %d, \"min_split\": %d",
-                r.backend.c_str(), r.c.bs, r.c.heads, r.c.q_len, r.c.prefix, r.us, r.roof_us,
+                r.backend.c_str(), r.c.bs, r.c.heads, r.c.q_len, r.c.mean_prefix(), r.us, r.roof_us,
                 r.spec_roof_us, r.gbps, r.tflops, 100.0 * r.roof_us / r.us, r.splits, r.min_split);
+        // A ragged batch (--lens): the list as given and its spread, as
+        // flashmla_bench's LENS records name them.
+        if (!r.c.lens.empty())
+            fprintf(jf, ", \"lens\": \"%s\", \"prefix_min\": %d, \"prefix_max\": %d, \"kv_tokens\": %lld",
+                    r.c.lens_arg.c_str(), r.c.min_prefix(), r.c.max_prefix(), r.c.kv_tokens());
         if (r.ref)
             fprintf(jf, ", \"upstream_mla_us\": %.1f, \"upstream_perhead_us\": %.1f, \"flashmla_us\": %.1f",
                     r.ref->mla, r.ref->perhead, r.ref->flashmla);
@@ -691,8 +898,10 @@ int main(int argc, char **argv)
         char refs[128] = "| | | ";
         if (r.ref)
             snprintf(refs, sizeof refs, "| %.1f | %.1f | %.1f ", r.ref->mla, r.ref->perhead, r.ref->flashmla);
-        fprintf(mf, "| %s | %d | %d | %d | %d | %.1f | %.0f | %.1f | %.1f | %.1f %s| %s |\n", r.backend.c_str(),
-                r.c.heads, r.c.q_len, r.c.bs, r.c.prefix, r.us, r.gbps, r.tflops, 100.0 * r.roof_us / r.us,
+        const std::string pfx_cell = r.c.lens.empty() ? std::to_string(r.c.prefix)
+                                     : "mean " + std::to_string(r.c.mean_prefix()) + " (" + r.c.lens_arg + ")";
+        fprintf(mf, "| %s | %d | %d | %d | %s | %.1f | %.0f | %.1f | %.1f | %.1f %s| %s |\n", r.backend.c_str(),
+                r.c.heads, r.c.q_len, r.c.bs, pfx_cell.c_str(), r.us, r.gbps, r.tflops, 100.0 * r.roof_us / r.us,
                 r.roof_us, refs, bars.c_str());
     }
     fprintf(jf, "  ],\n  \"bars_checked\": %d,\n  \"bars_missed\": %d\n}\n", bar_checked, bar_fail);
