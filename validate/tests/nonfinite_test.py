@@ -9,9 +9,11 @@
 2. head_dim 1 / v_head_dim 1 and other tiny widths: the reference must PASS
    against the oracle, and the CPU model must PASS (a one-element row is
    judged by its element bound: the row-limit floor in validate/judge.c).
-3. NaN in q and in a referenced pool slot: the model and every emulated
-   (and, with a device, GPU) tier must PASS, i.e. give NaN rows, lse
-   included, exactly where the reference does.
+3. NaN in q and in a referenced pool slot, +Inf in a referenced pool slot
+   (a value column, a rope column) and a q element +Inf: the model and
+   every emulated (and, with a device, GPU) tier must PASS, i.e. give NaN
+   rows, lse included, exactly where the reference does (docs/accuracy.md,
+   non-finite policy).
 
 usage: nonfinite_test.py MLA_VALIDATE DATA_DIR WORK_DIR
 """
@@ -94,20 +96,26 @@ def main():
     #    split into an empty one and lose the NaN in lse or o). The GPU tiers
     #    are N/A without a device; on the H200 they run too.
     nan_cases = []
+    # Issue 42 (docs/accuracy.md, non-finite policy): +Inf in a referenced
+    # pool slot, in a value column and in a rope column, and a q element
+    # +Inf on a row whose every score is then -inf (the model wrote 0 there).
     for name, fixture, kind in (("k3-splits-nanq", "k3-splits.h5", "q"),
                                 ("k3-splits-nankv", "k3-splits.h5", "kv"),
-                                ("dsv3-edges-nankv", "dsv3-edges.h5", "kv")):
+                                ("dsv3-edges-nankv", "dsv3-edges.h5", "kv"),
+                                ("k3-splits-infv", "k3-splits.h5", "infv"),
+                                ("k3-splits-infrope", "k3-splits.h5", "infrope"),
+                                ("k3-l2-infq", "k3-l2.h5", "infq")):
         dst = os.path.join(work, name + ".h5")
         shutil.copy(os.path.join(data, fixture), dst)
         with h5py.File(dst, "r+") as f:
-            if kind == "q":
+            if kind in ("q", "infq"):
                 q = f["inputs/q"][()]
-                q[1, 3, 17] = 0x7FC0
+                q[1, 3, 17] = 0x7FC0 if kind == "q" else 0x7F80  # NaN / +Inf
                 f["inputs/q"][...] = q
             else:
                 slot = f["inputs/kv_indices"][()][f["inputs/kv_indptr"][()][0] + 50]
                 kv = f["inputs/kv_buffer"][()]
-                kv[slot, 0, 5] = 0x7FC0
+                kv[slot, 0, 540 if kind == "infrope" else 5] = 0x7FC0 if kind == "kv" else 0x7F80
                 f["inputs/kv_buffer"][...] = kv
             if "expected" in f:
                 del f["expected"]
