@@ -59,12 +59,11 @@ mla_status mla_mkdir_parents(const char *path, mla_error *err)
 
 /* ---- inputs no writer may replace (device + inode) ---- */
 
-#define MAX_PROTECTED 4096
-static struct {
+static struct protected_file {
     dev_t dev;
     ino_t ino;
-} protected_[MAX_PROTECTED];
-static size_t n_protected;
+} *protected_;
+static size_t n_protected, cap_protected;
 
 mla_status mla_protect_input(const char *path, mla_error *err)
 {
@@ -76,9 +75,15 @@ mla_status mla_protect_input(const char *path, mla_error *err)
     for (size_t i = 0; i < n_protected; ++i)
         if (protected_[i].dev == sb.st_dev && protected_[i].ino == sb.st_ino)
             return MLA_OK;
-    if (n_protected == MAX_PROTECTED) {
-        mla_error_set(err, "%s: more than %d inputs in one run", path, MAX_PROTECTED);
-        return MLA_ERR_INVALID;
+    if (n_protected == cap_protected) {
+        const size_t nc = cap_protected ? 2 * cap_protected : 64;
+        struct protected_file *np = realloc(protected_, nc * sizeof *np);
+        if (!np) {
+            mla_error_set(err, "%s: out of memory", path);
+            return MLA_ERR_NOMEM;
+        }
+        protected_ = np;
+        cap_protected = nc;
     }
     protected_[n_protected].dev = sb.st_dev;
     protected_[n_protected].ino = sb.st_ino;
