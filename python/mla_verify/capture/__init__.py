@@ -223,9 +223,10 @@ def _write_atomic(path, data):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         code = e.errno or errno.EIO
-        raise CaptureWriteError(code, "writing %s failed: %s (errno %d, %s)"
-                                % (path, os.strerror(code), code,
-                                   errno.errorcode.get(code, "?")), path) from None
+        # str(): "[Errno 28] writing failed: No space left on device (ENOSPC): '<path>'"
+        raise CaptureWriteError(code, "writing failed: %s (%s)"
+                                % (os.strerror(code), errno.errorcode.get(code, "?")),
+                                path) from None
 
 
 def write_fixture(path, *, case_name, source, config, inputs, expected=None,

@@ -32,7 +32,9 @@ def extend_attention_fwd(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buf
     kvp = np.asarray(kv_indptr, dtype=np.int64)
     kvi = np.asarray(kv_indices, dtype=np.int64)
     mask = None if custom_mask is None else np.asarray(custom_mask).astype(bool)
-    sink = None if sinks is None else np.asarray(sinks, dtype=np.float32)
+    sink = None if sinks is None else np.asarray(sinks)
+    if sink is not None:  # bf16 sinks come as uint16 bits, like every bf16 array here
+        sink = bf16_to_f32(sink) if sink.dtype == np.uint16 else sink.astype(np.float32)
     win = sliding_window_size if sliding_window_size and sliding_window_size > 0 else -1
     for b in range(len(qo) - 1):
         t0, t1 = int(qo[b]), int(qo[b + 1])
