@@ -28,7 +28,7 @@ USAGE
 }
 
 PKGS=(cmake ninja-build gcc libc6-dev git libopenblas-dev libhdf5-dev python3-h5py python3-numpy
-      clang-22 lld-22 llvm-22)
+      python3-venv python3-pytest python3-setuptools python3-wheel clang-22 lld-22 llvm-22)
 
 install_deps() {
     local missing=()
