@@ -898,8 +898,9 @@ int main(int argc, char **argv)
         char refs[128] = "| | | ";
         if (r.ref)
             snprintf(refs, sizeof refs, "| %.1f | %.1f | %.1f ", r.ref->mla, r.ref->perhead, r.ref->flashmla);
-        const std::string pfx_cell = r.c.lens.empty() ? std::to_string(r.c.prefix)
-                                     : "mean " + std::to_string(r.c.mean_prefix()) + " (" + r.c.lens_arg + ")";
+        char mean[32];
+        snprintf(mean, sizeof mean, "%.10g", r.c.mean_prefix());
+        const std::string pfx_cell = r.c.lens.empty() ? mean : "mean " + std::string(mean) + " (" + r.c.lens_arg + ")";
         fprintf(mf, "| %s | %d | %d | %d | %s | %.1f | %.0f | %.1f | %.1f | %.1f %s| %s |\n", r.backend.c_str(),
                 r.c.heads, r.c.q_len, r.c.bs, pfx_cell.c_str(), r.us, r.gbps, r.tflops, 100.0 * r.roof_us / r.us,
                 r.roof_us, refs, bars.c_str());
