@@ -349,16 +349,20 @@ static void *owned(mla_status st, mla_fixture *fx, const mla_error *err, mla_py_
     return fx;
 }
 
+static mla_fixture *new_fixture(char *msg, size_t n)
+{
+    mla_fixture *fx = calloc(1, sizeof *fx);
+    if (!fx)
+        set_msg(msg, n, "out of memory");
+    return fx;
+}
+
 MLA_PY_API void *mla_py_catalogue_generate(const char *name, uint64_t seed, mla_py_case *c,
                                            char *msg, size_t n)
 {
-    mla_fixture *fx = calloc(1, sizeof *fx);
+    mla_fixture *fx = new_fixture(msg, n);
     mla_error err = {{0}};
-    if (!fx) {
-        set_msg(msg, n, "out of memory");
-        return NULL;
-    }
-    return owned(mla_catalogue_generate(name, seed, fx, &err), fx, &err, c, msg, n);
+    return fx ? owned(mla_catalogue_generate(name, seed, fx, &err), fx, &err, c, msg, n) : NULL;
 }
 
 /* Through the guarded reader (a child process reads the file, this process
@@ -367,14 +371,11 @@ MLA_PY_API void *mla_py_catalogue_generate(const char *name, uint64_t seed, mla_
 MLA_PY_API void *mla_py_fixture_read(const char *path, uint64_t max_memory, mla_py_case *c,
                                      char *msg, size_t n)
 {
-    mla_fixture *fx = calloc(1, sizeof *fx);
+    mla_fixture *fx = new_fixture(msg, n);
     mla_error err = {{0}};
-    if (!fx) {
-        set_msg(msg, n, "out of memory");
-        return NULL;
-    }
     const mla_read_options opt = {max_memory};
-    return owned(mla_fixture_read_guarded_opts(path, &opt, fx, &err), fx, &err, c, msg, n);
+    return fx ? owned(mla_fixture_read_guarded_opts(path, &opt, fx, &err), fx, &err, c, msg, n)
+              : NULL;
 }
 
 MLA_PY_API void mla_py_fixture_free(void *h)

@@ -543,11 +543,7 @@ class Verdict:
         head = "%s %s [path %s: %s]" % (self.status, self.case_name, self.path,
                                         self.path_description)
         if self.status != "PASS":
-            text = head + ": " + self.reason
-            if self.worst["first_bad"] is not None:
-                text += " (first bad element: token %d, head %d, column %d)" % \
-                    self.worst["first_bad"]
-            return text
+            return head + ": " + self.reason
         return ("%s: cos_diff %.2e (limit %.1e), worst row %.2e (limit %.1e), max|err| %.3g, "
                 "bound %.2f, bias %.2f" % (head, m["cos_diff"], m["cos_limit"],
                                            m["worst_row_cos"], m["row_cos_limit"], m["max_abs"],

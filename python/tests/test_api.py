@@ -7,6 +7,7 @@ import pytest
 
 import mla_verify as mv
 from mla_verify.capture import f32_to_bf16
+from paged import paged_pool
 
 
 @pytest.fixture(scope="module")
@@ -176,27 +177,8 @@ def test_cases_filters():
 # ----------------------------------------------------------- paging ----
 
 def _paged(case, P, rng, table_2d):
-    """The same case with its prefix in pages of P tokens at shuffled pages
-    of a new pool: [pages, P, heads, dim], a flat or 2-D page table."""
-    lens = np.diff(case.kv_indptr)
-    npages = [(n + P - 1) // P for n in lens]
-    total = sum(npages) + 3  # spare pages nobody references
-    order = rng.permutation(total)
-    pool = np.full((total, P) + case.kv_buffer.shape[1:], 0x7FC0, case.kv_buffer.dtype)
-    tables, k = [], 0
-    for b, n in enumerate(lens):
-        pages = order[k:k + npages[b]]
-        k += npages[b]
-        t = np.arange(n)
-        pool[pages[t // P], t % P] = case.kv_buffer[case.slots[case.kv_indptr[b] + t]]
-        tables.append(pages)
-    if table_2d:
-        width = max(npages) + 2
-        kvi = np.full((len(lens), width), -1, np.int64)
-        for b, pg in enumerate(tables):
-            kvi[b, :len(pg)] = pg
-    else:
-        kvi = np.concatenate(tables)
+    """The same case with its prefix in pages of P tokens (paged.py)."""
+    pool, kvi = paged_pool(case, P, rng, table_2d)
     return mv.Case(**{**_args(case), "kv_buffer": pool, "kv_indices": kvi, "page_size": P})
 
 

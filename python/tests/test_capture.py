@@ -15,6 +15,7 @@ import pytest
 import mla_verify as mv
 from mla_verify import capture
 from mla_verify.capture import standin
+from paged import paged_pool
 
 h5py = pytest.importorskip("h5py")
 
@@ -34,27 +35,12 @@ def sglang_call(c, sinks="f32", lse=None, page_size=1):
     pool, kvi = c.kv_buffer, c.slots
     kw = {}
     if page_size > 1:  # the same call with the prefix in shuffled pages
-        pool, kvi = _paged(c, page_size)
+        pool, kvi = paged_pool(c, page_size, np.random.default_rng(3))
         kw["page_size"] = page_size
     args = (c.q, c.k_extend, c.v_extend, o, pool, pool[..., :c.v_head_dim], c.qo_indptr,
             c.kv_indptr, kvi, None, True, None, int(np.diff(c.qo_indptr).max()), c.k_scale,
             c.v_scale, c.sm_scale, c.logit_cap, True, c.sliding_window, s)
     return args, dict(kw, lse_extend=lse)
-
-
-def _paged(c, P):
-    lens = np.diff(c.kv_indptr)
-    npages = (lens + P - 1) // P
-    order = np.random.default_rng(3).permutation(int(npages.sum()) + 2)
-    pool = np.full((order.size, P) + c.kv_buffer.shape[1:], 0x7FC0, np.uint16)
-    table, k = [], 0
-    for b, n in enumerate(lens):
-        pages = order[k:k + npages[b]]
-        k += npages[b]
-        t = np.arange(n)
-        pool[pages[t // P], t % P] = c.kv_buffer[c.slots[c.kv_indptr[b] + t]]
-        table.append(pages)
-    return pool, np.concatenate(table)
 
 
 def paged_kernel(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr,
