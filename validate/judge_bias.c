@@ -1,5 +1,5 @@
 /* The judge's bias test: slopes of the output on its baseline per group,
- * and their thresholds (B0)-(B8), over the accumulator of judge_internal.h.
+ * and their thresholds (B0)-(B9), over the accumulator of judge_internal.h.
  */
 #include "judge_internal.h"
 
@@ -141,6 +141,18 @@
  * the plain one: tau 3.9e-3 / 5.2e-3 there. The plain slope is kept for a
  * bug confined to the large channels. Two tests of 6 sigma each at most
  * double a false alarm's probability (2e-9 per row).
+ * A row's output rounding is bounded hard (B9), not as noise: within one
+ * row it can be coherent (a row whose output is (1 - eps) times a bf16-exact
+ * partial that dominates it rounds back onto it in every column, for any
+ * split plan: the model on k3-scales, seeds 1-3, reached 0.60-0.84 of its
+ * weighted row threshold that way, every large element one ulp up), and
+ * |bf16(x) - x| <= h(x), half an ulp of the output format at x (eta below
+ * the normal range), so its share of the slope is at most
+ *     t_H = sum g |r| h(r) / sum g r^2   (<= u),
+ * which also bounds (B5) on a row. The model term of a row then counts only
+ * the path's other roundings (km, not 1 + km): what the kernel adds before
+ * its final rounding. Larger groups keep (B1)/(B5): rows round
+ * independently, and t_H would not shrink with the group.
  * Subnormal outputs (B8): round to nearest even has |fl(x) - x| <=
  * max(u |x|, eta), eta half the spacing of the format's subnormals (2^-134
  * bf16, 2^-150 fp32), so each rounding's variance is at most (u^2 r^2 +
@@ -166,6 +178,7 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
     g->pv += row->pv;
     g->pt += row->pt;
     g->ro += row->ro;
+    g->hr += row->hr;
     g->sn += row->sn;
     g->pmiss += row->pmiss;
     g->oa += row->oa;
@@ -178,9 +191,9 @@ static void bias_add_row(bias_acc *g, const bias_acc *row)
  * plain slope, g_c = 1 / M_c^2 for the column-weighted one of (B0)): every
  * sum of (B1)-(B8) carries g once per r, as the derivation does. rnd is
  * r (bf16(r) - r) of (B5), Mc the column's M_c of (B2), eta the element's
- * subnormal floor (B8). */
+ * subnormal floor (B8), h its output rounding's largest error (B9). */
 void jg_bias_add_elem(bias_acc *a, double g, double r, double d, double rnd, double Mc,
-                      double eta)
+                      double eta, double h)
 {
     const double r2 = r * r, g2 = g * g;
     a->b += g * r2;
@@ -190,6 +203,7 @@ void jg_bias_add_elem(bias_acc *a, double g, double r, double d, double rnd, dou
     a->r4 += g2 * r2 * r2;
     a->e2 += g2 * r2 * eta * eta;
     a->ro += g * rnd;
+    a->hr += g * fabs(r) * h;
     if (isfinite(Mc))
         a->cm += g2 * Mc * Mc * r2;
     a->n++;
@@ -205,7 +219,8 @@ static double bias_pvar(double s0, double s1, double s2, double b)
 
 /* Slope and threshold (B2) of a group; 0 when the group has nothing to
  * judge (no finite element with r != 0). */
-static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, double *tau)
+static int bias_eval(const bias_acc *g, const bias_model *bm, int row, double *slope,
+                     double *tau)
 {
     const double u = bm->u;
     const int k = bm->k;
@@ -216,8 +231,10 @@ static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, dou
     /* Where (B3) accounts for the rounding of P, (B1)'s model term does not
      * count it a second time. */
     const int km = stat ? k - bm->kp : k;
-    /* (B1) with (B8)'s subnormal floor */
-    const double model = sqrt((1.0 + km) / 3.0 * (u * u * g->r4 + g->e2)) / g->b;
+    /* (B1) with (B8)'s subnormal floor; a row's output rounding is bounded
+     * apart, hard (B9), so its model counts only the km other roundings. */
+    const double nr = row ? km : 1.0 + km;
+    const double model = sqrt(nr / 3.0 * (u * u * g->r4 + g->e2)) / g->b;
     const double white = sqrt(fmax(0.0, g->w2 - 2.0 * d * g->w3 + d * d * g->r4)) / g->b;
     const double clus = sqrt(fmax(0.0, g->ca2 - 2.0 * d * g->cab + d * d * g->cb2)) / g->b;
     const double sigma = fmax(model, fmax(white, clus));
@@ -232,7 +249,9 @@ static int bias_eval(const bias_acc *g, const bias_model *bm, double *slope, dou
     }
     /* (B5) on every bf16-output path: the output rounding snaps peaked rows
      * whatever the path computed before it (u is u_b exactly there). */
-    if (bm->u == U_B)
+    if (row)
+        tp += g->hr / g->b; /* (B9), which bounds (B5) too */
+    else if (bm->u == U_B)
         tp += fabs(g->ro) / g->b;
     const int kc = stat ? bm->kc - bm->kp : bm->kc;
     /* (B6): each bf16 partial may snap coherently; kc - kp of them. */
@@ -247,7 +266,7 @@ static void bias_judge(const bias_acc *g, const bias_model *bm, int level, const
                        mla_metrics *m, char *first, size_t first_n)
 {
     double slope, tau;
-    if (!bias_eval(g, bm, &slope, &tau))
+    if (!bias_eval(g, bm, level == MLA_BIAS_ROW, &slope, &tau))
         return;
     m->n_bias_groups++;
     {

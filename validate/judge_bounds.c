@@ -218,8 +218,13 @@ void jg_row_elements(jg_state *s, const jg_row *r, bias_acc *racc, bias_acc *rw)
         const double d = v - rv;
         const double rnd = rv * ((double)mla_bf16_to_f32(mla_f32_to_bf16((float)rv)) - rv);
         const double gw = Mh[ch] > 0 ? 1.0 / (Mh[ch] * Mh[ch]) : 0.0;
-        jg_bias_add_elem(racc, 1.0, rv, d, rnd, Mh[ch], floor_abs);
-        jg_bias_add_elem(rw, gw, rv, d, rnd, Mh[ch], floor_abs);
+        /* (B9): half an ulp of the output format at r, u 2^(e-1) for
+         * r = f 2^e, f in [0.5, 1); eta below the normal range. */
+        int ex;
+        frexp(rv, &ex);
+        const double hc = fmax(ldexp(s->bm.u, ex - 1), s->eta);
+        jg_bias_add_elem(racc, 1.0, rv, d, rnd, Mh[ch], floor_abs, hc);
+        jg_bias_add_elem(rw, gw, rv, d, rnd, Mh[ch], floor_abs, hc);
         if (s->bm.oracle == 1) { /* noise report: s against the oracle */
             const double x = in->oracle_o[e];
             if (isfinite(x)) {

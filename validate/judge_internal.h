@@ -104,6 +104,7 @@ typedef struct {
     double pv;     /* sum over rows of V_row (B3): the P-rounding variance of sum r delta */
     double pt;     /* sum over rows of T_row (B4): the hard bound of |sum r delta| / u_b */
     double ro;     /* sum r (bf16(r) - r): the reference's own output rounding (B5) */
+    double hr;     /* sum |r| h, h the output rounding's largest error at r (B9) */
     double sn;     /* sum |r| S_c: a partial's coherent snap to the max key (B6) */
     int pmiss;     /* rows without a usable V_row: the a-priori term stands in (B2) */
     int64_t n;     /* elements */
@@ -175,7 +176,7 @@ void jg_finish_cos(jg_state *s);
 /* judge_bias.c */
 void jg_bias_init(jg_state *s, size_t nrows, size_t nbs, size_t nbh);
 void jg_bias_add_elem(bias_acc *a, double g, double r, double d, double rnd, double Mc,
-                      double eta);
+                      double eta, double h);
 void jg_row_bias(jg_state *s, const jg_row *r, bias_acc *racc, bias_acc *rw);
 void jg_bias_groups(jg_state *s);
 
