@@ -206,7 +206,7 @@ def main():
         groups.setdefault(key, []).append(float(r["median_us"]))
     seeds = {lens: seed for lens, seed in ragged_grid(a.serving_seed) if seed is not None}
     records = []
-    for (impl, lay, kv, H, L, bs, P, lens), ts in sorted(groups.items(), key=lambda g: tuple(map(str, g[0]))):
+    for (impl, lay, kv, H, L, bs, P, lens), ts in sorted(groups.items()):
         med = statistics.median(ts)
         kv_tokens = sum(parse_lens(lens)) if lens else None
         roof = roofline_us(H, L, bs, P, copy_bw, gemm, kv, kv_tokens)
