@@ -227,3 +227,52 @@ def test_paged_call_captured(case, tmp_path):
     # Renumbered slots: the gathered rows per token equal the case's.
     assert np.array_equal(got.kv_buffer[got.slots], case.kv_buffer[case.slots])
     assert np.array_equal(got.q, case.q) and np.array_equal(got.kv_indptr, case.kv_indptr)
+
+
+# ------------------------------------------------ the moved entry points ----
+
+def test_module_entry_point(tmp_path):
+    """`python -m mla_verify.capture` (the SGLang driver) runs, here with
+    the numpy stand-ins in the kernels' places; its captures judge PASS."""
+    out = tmp_path / "caps"
+    p = subprocess.run([sys.executable, "-m", "mla_verify.capture", "--stub", "--only",
+                        "k3-p113", "--out", str(out)], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stdout
+    files = sorted(out.glob("*.h5"))
+    assert [f.name for f in files] == ["k3-p113--extend.h5", "k3-p113--verify_mla.h5"]
+    for f in files:
+        c = mv.load_fixture(f)
+        assert mv.judge(c, c.expected_o, c.expected_lse).passed
+
+
+def test_sglang_hook_and_old_import(case, tmp_path):
+    """install_sglang() patches a backend class shaped like SGLang's
+    TritonAttnBackend; `import mla_capture` is the same module."""
+    import mla_capture
+    assert mla_capture is capture
+
+    class Mode:
+        def __init__(self, verify):
+            self.verify = verify
+
+        def is_target_verify(self):
+            return self.verify
+
+    class Backend:
+        def __init__(self):
+            self.extend_attention_fwd = standin.extend_attention_fwd
+
+        def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True):
+            args, kw = sglang_call(case)
+            return self.extend_attention_fwd(*args, **kw)
+
+    states = mla_capture.install_sglang(Backend, out_dir=str(tmp_path))
+    be = Backend()
+    layer = type("L", (), {"layer_id": 5})()
+    be.forward_extend(None, None, None, layer, type("B", (), {"forward_mode": Mode(True)})())
+    be.forward_extend(None, None, None, layer, type("B", (), {"forward_mode": Mode(False)})())
+    st = states[0].stats
+    assert st["written"] == 1 and st["calls"] == 2, st
+    with h5py.File(st["files"][0], "r") as h:
+        assert int(h.attrs["layer"]) == 5

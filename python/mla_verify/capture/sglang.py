@@ -604,7 +604,7 @@ def main():
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--sglang", default=os.path.join(ROOT, ".sglang"),
                     help="directory holding the sglang package (default: <repo>/.sglang)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="where the fixtures go (required unless --list)")
     ap.add_argument("--long-out", default=None, help="where long cases go (default: not run)")
     ap.add_argument("--only", default=None, help="comma-separated case names")
     ap.add_argument("--budget-s", type=float, default=1e9,
@@ -617,6 +617,8 @@ def main():
         for c in CASES:
             print("%-24s seed %-5d %s" % (c["name"], c["seed"], ",".join(SHORT[k] for k in c["kernels"])))
         return 0
+    if not args.out:
+        ap.error("--out is required")
     return run(args)
 
 
