@@ -177,10 +177,11 @@ def parse_objdump(text):
     return out
 
 
-def loop_stats(ins):
-    """The main KV loop of a kernel: the back edge whose body [target, branch]
-    holds the most MFMAs (ties: the most barriers, then the longer body: the
-    loop around the others, as the tile loop is around its gathers); its
+def loop_stats(ins, min_barriers=0):
+    """The main KV loop of a kernel: of the loops whose body [header, last
+    back edge] holds the most MFMAs and at least min_barriers barriers (the
+    barriers a tile executes, when the emulator has counted them), the
+    shortest (the tile loop, not a loop over pieces around it); its
     instruction counts by
     class and MFMA kind, bytes per lane of its memory instructions, and the
     loops nested in it (a static count takes their bodies once)."""
@@ -198,7 +199,10 @@ def loop_stats(ins):
         return sum(1 for mn, _ in ins[a:b + 1] if mn.startswith("v_mfma"))
     def nbar(a, b):
         return sum(1 for mn, _ in ins[a:b + 1] if mn == "s_barrier")
-    best = max(loops, key=lambda l: (nmfma(*l), nbar(*l), l[1] - l[0]))
+    top = max(nmfma(*l) for l in loops)
+    cand = [l for l in loops if nmfma(*l) == top]
+    cand = [l for l in cand if nbar(*l) >= min_barriers] or cand
+    best = min(cand, key=lambda l: l[1] - l[0])
     a, b = best
     cnt, kinds, by = {}, {}, {"gload": 0, "gstore": 0, "lds_read": 0, "lds_write": 0, "scratch": 0}
     for mn, _ in ins[a:b + 1]:
@@ -307,7 +311,7 @@ def ours_records(arch, outdir):
             "scratch_bytes": int(k.get("ScratchSize [bytes/lane]", 0)),
             "vgpr_spill": int(k.get("VGPRs Spill", 0)), "sgpr_spill": int(k.get("SGPRs Spill", 0)),
             "waves_per_simd_regs": occ_regs, "waves_per_simd": wps, "waves_per_wg": waves, "rows_per_wg": rows,
-            "loop": loop_stats([(mn, t) for mn, t in dis.get(mangled, [])]),
+            "loop": loop_stats(dis.get(mangled, [])), "_ins": dis.get(mangled, []),
         })
     return r, recs
 
@@ -653,6 +657,9 @@ def stage1_token_figures(rec, dyn=None):
         rec["barriers_per_token_wg"] = lp["by_class"].get("barrier", 0) / tok
         rec["figures_from"] = "static: main-loop body x %d waves / BLOCK_N %d tokens" % (waves, tok)
     else:
+        # The tile loop: as many barriers as a 32-token tile executes.
+        lp = rec["loop"] = loop_stats(rec["_ins"], round(dyn["barriers_per_kv_token"] / rec["row_blocks"] / waves
+                                                         * 32))
         rec["mfma_kinds_per_token_wg"] = {
             ("v_mfma_f32_" + k): v / rec["row_blocks"] for k, v in dyn["mfma_by_kind_per_kv_token"].items() if v}
         rec["lds_bytes_per_token_wg"] = dyn["lds_bytes_per_kv_token"] / rec["row_blocks"]
