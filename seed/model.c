@@ -22,9 +22,16 @@
  * block, then stage 2 for its heads. Stage 2 of a head reads only that
  * head's partials, so the order is equivalent to the two GPU launches, and
  * (sequence, head block) tasks can run on worker threads in any order with
- * bit-identical results. */
+ * bit-identical results.
+ *
+ * The plan is the seed's (mla_plan_make, floor partition) or our fast
+ * tier's balanced partition (mla_model_opts.plan; see "The fast tier's
+ * balanced partition" below): only which key ranges become a partial
+ * changes, every partial is computed, stored and merged as above. */
 #include "mla/model.h"
+#include "mla/gpu.h" /* the fast tier's default options (MLA_GPU_FAST_*) */
 #include "mla/model_boundary.h"
+#include "split_policy.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -151,6 +158,7 @@ mla_model_opts mla_model_opts_default(void)
 
     o.blk = mla_block_config_default();
     o.mutation = MLA_MUT_NONE;
+    o.plan = MLA_MODEL_PLAN_SEED;
     return o;
 }
 
@@ -200,7 +208,9 @@ static float dot_f32(const float *a, const float *b, int n)
 typedef struct {
     const mla_fixture *fx;
     const mutation_row *mut;
-    mla_plan plan;
+    mla_plan plan; /* fast plans: blk.block_n is their tile, num_splits the most pieces */
+    mla_model_plan plan_kind;
+    mla_sp_fast_plan fast; /* the fast plans' partition */
     int dim;    /* q / key width (576) */
     int dv;     /* value width (512); also the "nope" part of the score */
     int dpe;    /* dim - dv (64) */
@@ -239,6 +249,8 @@ static float store_partial(const model_ctx *c, float v)
     return c->mut->round_partial(v);
 }
 
+static void split_shift(const model_ctx *c, int32_t prefix, int32_t *begin, int32_t *end);
+
 /* The split partition as the kernel computes it, including the planted
  * partition bugs. */
 static void split_range(const model_ctx *c, int32_t prefix, int32_t active, int32_t s,
@@ -249,14 +261,93 @@ static void split_range(const model_ctx *c, int32_t prefix, int32_t active, int3
     mla_plan_split_range(prefix, active, s, begin, end);
     if (!c->mut->keep_remainder && s == active - 1)
         *end = active * len;
-    /* A shifted (e.g. 1-based) start: every split begins late and the last
-     * one still ends at the prefix end (clipped), so the first keys are
-     * lost. A shift of 0 is the plan's partition unchanged. */
+    split_shift(c, prefix, begin, end);
+}
+
+/* A shifted (e.g. 1-based) start: every split begins late and the last one
+ * still ends at the prefix end (clipped), so the first keys are lost. A
+ * shift of 0 is the plan's partition unchanged. */
+static void split_shift(const model_ctx *c, int32_t prefix, int32_t *begin, int32_t *end)
+{
     const int64_t b1 = (int64_t)*begin + c->mut->split_start_shift;
     const int64_t e1 = (int64_t)*end + c->mut->split_start_shift;
     *begin = (int32_t)(b1 > prefix ? prefix : b1);
     *end = (int32_t)(e1 > prefix ? prefix : e1);
 }
+
+/* ---- The fast tier's balanced partition (mla_model_opts.plan) ----
+ * hip/split_policy.h's functions, called as hip/api.hip's fast_plan calls
+ * them with the default options (mla_gpu_options_default: fast_min_split
+ * MLA_GPU_FAST_MIN_SPLIT, the adaptive rule, MLA_GPU_FAST_TARGET_CTAS), so
+ * the model cuts the prefix where the kernel does: sequence b's pieces are
+ * the chunks its cost positions fall in, piece s of them chunk first + s. */
+static mla_sp_target fast_target(mla_model_plan p)
+{
+    return p == MLA_MODEL_PLAN_FAST_GFX942   ? MLA_SP_AMD_GFX942
+           : p == MLA_MODEL_PLAN_FAST_GFX950 ? MLA_SP_AMD_GFX950
+                                             : MLA_SP_NVIDIA;
+}
+
+static void fast_plan_of(const mla_fixture *fx, mla_model_plan p, mla_sp_fast_plan *pl)
+{
+    mla_sp_fast_plan_make(fx->cfg.num_seqs, fx->cfg.num_heads, fx->cfg.q_len, fx->cfg.v_head_dim,
+                          fx->num_kv_indices, MLA_GPU_FAST_MIN_SPLIT, 1, fast_target(p),
+                          MLA_GPU_FAST_TARGET_CTAS, pl);
+}
+
+/* Splits (seed) or pieces (fast) of sequence b; *first: the chunk of its
+ * first piece (fast plans only). */
+static int32_t seq_splits(const model_ctx *c, int32_t b, int32_t prefix, int *first)
+{
+    int last;
+    *first = 0;
+    if (c->plan_kind == MLA_MODEL_PLAN_SEED)
+        return mla_plan_active_splits(prefix, c->plan.num_splits, c->plan.blk.block_n);
+    mla_sp_seq_chunks(mla_sp_seq_start(c->fx->kv_indptr[b], b), prefix, c->fast.chunks,
+                      c->fast.work, first, &last);
+    return last - *first + 1;
+}
+
+/* Split or piece s of sequence b's `active`, with the planted partition
+ * bugs (the floor remainder exists in the seed plan only). */
+static void seq_split_range(const model_ctx *c, int32_t b, int32_t prefix, int32_t active,
+                            int first, int32_t s, int32_t *begin, int32_t *end)
+{
+    int b0, e0;
+    if (c->plan_kind == MLA_MODEL_PLAN_SEED) {
+        split_range(c, prefix, active, s, begin, end);
+        return;
+    }
+    mla_sp_piece_range(mla_sp_seq_start(c->fx->kv_indptr[b], b), prefix, first + s, first,
+                       first + active - 1, c->fast.chunks, c->fast.work, &b0, &e0);
+    *begin = b0;
+    *end = e0;
+    split_shift(c, prefix, begin, end);
+}
+
+/* The most splits or pieces of any sequence: the partial slots a row needs. */
+static int32_t max_seq_splits(const model_ctx *c)
+{
+    int32_t best = 1;
+    int first;
+    for (int32_t b = 0; b < c->fx->cfg.num_seqs; b++) {
+        const int32_t a =
+            seq_splits(c, b, c->fx->kv_indptr[b + 1] - c->fx->kv_indptr[b], &first);
+        best = a > best ? a : best;
+    }
+    return best;
+}
+
+/* The fast plans' fields of a context whose plan, fx and plan_kind are set. */
+static void fast_setup(model_ctx *c)
+{
+    if (c->plan_kind == MLA_MODEL_PLAN_SEED)
+        return;
+    fast_plan_of(c->fx, c->plan_kind, &c->fast);
+    c->plan.blk.block_n = MLA_SP_TILE_TOKENS;
+    c->plan.num_splits = max_seq_splits(c);
+}
+/* ---- end of the fast tier's partition ---- */
 
 /* Stage 1 for one (sequence, head block, split): fp32 online softmax of
  * nrows = nh * L rows over keys [begin, end) of the sequence's prefix. */
@@ -601,7 +692,8 @@ static void run_task(model_ctx *c, int32_t b, int32_t hb, mla_bf16 *o, float *ls
 {
     const mla_fixture *fx = c->fx;
     const int32_t prefix = fx->kv_indptr[b + 1] - fx->kv_indptr[b];
-    const int32_t active = mla_plan_active_splits(prefix, c->plan.num_splits, c->plan.blk.block_n);
+    int first;
+    const int32_t active = seq_splits(c, b, prefix, &first);
     const int64_t row0 = fx->qo_indptr[b];
     const size_t len = (size_t)c->len, dim = (size_t)c->dim, dv = (size_t)c->dv;
     const int h0 = hb * c->plan.blk.block_h;
@@ -629,7 +721,7 @@ static void run_task(model_ctx *c, int32_t b, int32_t hb, mla_bf16 *o, float *ls
 
     for (s = 0; s < active; s++) {
         int32_t begin, end;
-        split_range(c, prefix, active, s, &begin, &end);
+        seq_split_range(c, b, prefix, active, first, s, &begin, &end);
         mla_boundary_range(c->mut->boundary, prefix, active, s,
                            fx->kv_indptr[b] + (int64_t)prefix < fx->num_kv_indices, &begin, &end);
         stage1_split(c, b, nh, s, begin, end);
@@ -723,6 +815,10 @@ mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *op
         mla_error_set(err, "model: unknown mutation %d", (int)opts->mutation);
         return MLA_ERR_INVALID;
     }
+    if ((int)opts->plan < 0 || opts->plan >= MLA_MODEL_PLAN_COUNT) {
+        mla_error_set(err, "model: unknown plan %d", (int)opts->plan);
+        return MLA_ERR_INVALID;
+    }
     mla_shape_from_fixture(fx, &shape);
     why = mla_can_handle(&shape);
     if (why) {
@@ -739,6 +835,8 @@ mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *op
         return st;
 
     proto.fx = fx;
+    proto.plan_kind = opts->plan;
+    fast_setup(&proto); /* after check_inputs: it follows kv_indptr */
     proto.mut = mutation_of(opts->mutation);
     proto.dim = fx->cfg.head_dim;
     proto.dv = fx->cfg.v_head_dim;
@@ -807,4 +905,28 @@ mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *op
     free(workers);
     free(tids);
     return MLA_OK;
+}
+
+int mla_model_max_splits(const mla_fixture *fx, const mla_model_opts *opts)
+{
+    mla_model_opts def = mla_model_opts_default();
+    mla_shape shape;
+    model_ctx c;
+    mla_error err;
+
+    if (!opts)
+        opts = &def;
+    if (!fx || !fx->kv_indptr || (int)opts->plan < 0 || opts->plan >= MLA_MODEL_PLAN_COUNT)
+        return -1;
+    mla_shape_from_fixture(fx, &shape);
+    memset(&c, 0, sizeof c);
+    if (mla_plan_make(&shape, &opts->blk, &c.plan, &err) != MLA_OK)
+        return -1;
+    for (int32_t b = 0; b < fx->cfg.num_seqs; b++)
+        if (fx->kv_indptr[b + 1] < fx->kv_indptr[b])
+            return -1;
+    c.fx = fx;
+    c.plan_kind = opts->plan;
+    fast_setup(&c);
+    return max_seq_splits(&c);
 }

@@ -41,26 +41,14 @@ static int always(const mla_backend *b, char *why, size_t n)
     return 1;
 }
 
-/* Largest active split count of the CPU model's plan (the default block
- * config, which mla_model_run uses) over the case's sequences; 1 when the
- * plan has a single split everywhere. Only the model and its mutants report
- * it: other backends report what they ran themselves. */
-static int model_splits(const mla_fixture *fx)
+/* Largest split (seed plan) or piece (fast plan) count of the CPU model's
+ * plan over the case's sequences; 1 when the plan has a single split
+ * everywhere. Only the model and its mutants report it: other backends
+ * report what they ran themselves. */
+static int model_splits(const mla_fixture *fx, const mla_model_opts *opts)
 {
-    mla_shape s;
-    mla_plan plan;
-    mla_error err;
-    mla_shape_from_fixture(fx, &s);
-    mla_block_config blk = mla_block_config_default();
-    if (mla_plan_make(&s, &blk, &plan, &err) != MLA_OK)
-        return MLA_SPLITS_UNKNOWN;
-    int best = 1;
-    for (int b = 0; b < fx->cfg.num_seqs; ++b) {
-        int a = mla_plan_active_splits(mla_fixture_prefix(fx, b), plan.num_splits, blk.block_n);
-        if (a > best)
-            best = a;
-    }
-    return best;
+    const int n = mla_model_max_splits(fx, opts);
+    return n < 1 ? MLA_SPLITS_UNKNOWN : n;
 }
 
 static mla_status run_reference(const mla_backend *b, const mla_fixture *fx, mla_outputs *out,
@@ -105,11 +93,14 @@ static mla_status run_oracle(const mla_backend *b, const mla_fixture *fx, mla_ou
 static mla_status run_model(const mla_backend *b, const mla_fixture *fx, mla_outputs *out,
                             mla_error *err)
 {
+    /* The model rows' arg is the plan they follow; the planted bugs
+     * (model:NAME, arg the mutation) are defined on the seed plan. */
     mla_model_opts opts = mla_model_opts_default();
     opts.mutation = b->kind == MLA_KIND_MUTANT ? (mla_mutation)b->arg : MLA_MUT_NONE;
+    opts.plan = b->kind == MLA_KIND_MUTANT ? MLA_MODEL_PLAN_SEED : (mla_model_plan)b->arg;
     mla_status st = mla_model_run(fx, &opts, out->o16, out->lse, err);
     out->wrote_lse = st == MLA_OK;
-    out->splits = model_splits(fx);
+    out->splits = model_splits(fx, &opts);
     return st;
 }
 
@@ -195,7 +186,7 @@ static mla_status run_bias_mutant(const mla_backend *b, const mla_fixture *fx, m
     mla_model_opts opts = mla_model_opts_default();
     st = mla_model_run(fx, &opts, out->o16, out->lse, err);
     out->wrote_lse = st == MLA_OK;
-    out->splits = model_splits(fx);
+    out->splits = model_splits(fx, &opts);
     if (st != MLA_OK)
         return st;
     if (b->arg == BIAS_HEAD_SCALE) {
@@ -344,7 +335,7 @@ static mla_status run_emu(const mla_backend *b, const mla_fixture *fx, mla_outpu
 
 #define MODEL_MUT(NAME, MUT)                                                                       \
     {.name = "model:" NAME, .kind = MLA_KIND_MUTANT,                                               \
-     .description = "CPU model with a planted bug (mutation test)",                               \
+     .description = "CPU model (seed plan) with a planted bug (mutation test)",                   \
      .path = MLA_PATH_BF16_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,            \
      .in_default_set = 0, .available = always, .run = run_model, .arg = MUT}
 
@@ -363,9 +354,15 @@ static const mla_backend BACKENDS[] = {
      .expect = MLA_EXPECT_ACCEPT_ALL, .out_bf16 = 0, .in_default_set = 0, .available = always,
      .run = run_oracle},
     {.name = "model", .kind = MLA_KIND_MODEL,
-     .description = "CPU model of the two-stage GPU kernel: bf16 partials (seed/model.c)",
+     .description = "CPU model of our fast tier: its balanced partition (hip/split_policy.h, "
+                    "NVIDIA target), bf16 partials, lse merge (seed/model.c)",
      .path = MLA_PATH_BF16_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
-     .in_default_set = 1, .available = always, .run = run_model, .arg = MLA_MUT_NONE},
+     .in_default_set = 1, .available = always, .run = run_model, .arg = MLA_MODEL_PLAN_FAST},
+    {.name = "model-seed", .kind = MLA_KIND_MODEL,
+     .description = "CPU model of the upstream seed kernel: its plan (SPEC section 4, floor "
+                    "partition), bf16 partials; the model:NAME bugs are planted in it (seed/model.c)",
+     .path = MLA_PATH_BF16_PARTIALS, .expect = MLA_EXPECT_SPEC_DECLINES, .out_bf16 = 1,
+     .in_default_set = 0, .available = always, .run = run_model, .arg = MLA_MODEL_PLAN_SEED},
     {.name = "captured", .kind = MLA_KIND_CAPTURED,
      .description = "the file's /expected/o (a trace or a kernel under suspicion)",
      .path = MLA_PATH_BF16_P_PARTIALS, .expect = MLA_EXPECT_HAS_EXPECTED, .out_bf16 = 1,

@@ -1,7 +1,8 @@
 /* CPU model of the upstream two-stage GPU kernel (SPEC section 4;
  * seed/model.c): the same plan, the same bf16 partials with fp32 lse, the
  * same merges, so CI exercises split remainders and bf16-partial error
- * without a GPU. Planted-bug variants
+ * without a GPU. It follows the upstream seed's plan or our fast tier's
+ * balanced partition (mla_model_opts.plan). Planted-bug variants
  * (mutations) let the tests prove the validator catches each bug class. */
 #ifndef MLA_MODEL_H
 #define MLA_MODEL_H
@@ -42,9 +43,29 @@ const char *mla_mutation_name(mla_mutation m);
 const char *mla_mutation_description(mla_mutation m);
 const char *mla_mutation_perturbs(mla_mutation m);
 
+/* Whose partition of the prefix the model follows. */
+typedef enum {
+    /* The upstream seed (SPEC section 4): mla_plan_make's split count for
+     * block_h-head programs, the floor partition (last split takes the
+     * remainder), block_n-token tiles. The planted bugs are defined on it. */
+    MLA_MODEL_PLAN_SEED = 0,
+    /* Our fast GPU tier's balanced partition (hip/split_policy.h, "The fast
+     * tier's balanced partition"), made as hip/api.hip makes it with the
+     * default options for the NVIDIA target: the batch's work cut into equal
+     * chunks, sequence b's pieces where its tokens fall in them (a long
+     * sequence many, a short one few), 32-token tiles (MLA_SP_TILE_TOKENS). */
+    MLA_MODEL_PLAN_FAST,
+    MLA_MODEL_PLAN_FAST_GFX942, /* ... for the AMD gfx942 target (32-row blocks) */
+    MLA_MODEL_PLAN_FAST_GFX950, /* ... for the AMD gfx950 target (64-row blocks above 32 rows) */
+    MLA_MODEL_PLAN_COUNT
+} mla_model_plan;
+
 typedef struct {
-    mla_block_config blk; /* mla_block_config_default() unless testing */
+    mla_block_config blk; /* mla_block_config_default() unless testing; the fast plans
+                             take block_h from it (how the work is shared out over
+                             threads) but their own tile */
     mla_mutation mutation;
+    mla_model_plan plan;  /* MLA_MODEL_PLAN_SEED unless set */
 } mla_model_opts;
 
 /* Runs the model. Returns MLA_ERR_DECLINED (reason in err, outputs
@@ -59,8 +80,14 @@ mla_status mla_model_run(const mla_fixture *fx, const mla_model_opts *opts, mla_
 mla_status mla_model_run_threads(const mla_fixture *fx, const mla_model_opts *opts,
                                  int num_threads, mla_bf16 *o, float *lse, mla_error *err);
 
-/* Default block config and no mutation (what a NULL opts means). */
+/* Default block config, no mutation, the seed plan (what a NULL opts
+ * means). */
 mla_model_opts mla_model_opts_default(void);
+
+/* The most splits (seed plan) or pieces (fast plans) any sequence of fx has
+ * under opts (NULL: the default); 1 at least, -1 when the case is declined
+ * or invalid. */
+int mla_model_max_splits(const mla_fixture *fx, const mla_model_opts *opts);
 
 /* f rounded to IEEE binary16 (nearest even, subnormals, overflow to inf)
  * and widened back; the FP16_PARTIALS mutation stores partials with it. */

@@ -23,7 +23,8 @@ extern "C" {
 
 typedef enum {
     MLA_SPLITS_SEED = 0,    /* SPEC 4: mla_plan_make (seed/plan.c) + floor partition (core/) */
-    MLA_SPLITS_GPU_FAST,    /* our NVIDIA fast tier: 64-row blocks, 132 CTAs, fast_min_split */
+    MLA_SPLITS_GPU_FAST,    /* our NVIDIA fast tier: the balanced partition (hip/split_policy.h)
+                               with 64-row blocks, 132 CTAs, fast_min_split */
     MLA_SPLITS_GPU_PERHEAD, /* per-head tier: 4/8/16 splits, ceil(P/n) rounded up to 32 (all
                                targets: its split rule does not depend on the arch) */
     MLA_SPLITS_GPU_FAST_GFX942, /* our AMD fast tier on gfx942: 32-row blocks, as fast otherwise */
@@ -35,9 +36,17 @@ const char *mla_split_plan_name(mla_split_plan p);
 
 /* The non-empty splits of sequence b of `fx` under plan p: [begin[k],
  * end[k]) for k < return value (at most cap are written; the return value
- * is the full count). 0 when the plan declines the case or P_b = 0. */
+ * is the full count). 0 when the plan declines the case or P_b = 0. The
+ * fast plans are the balanced partition of the whole batch: sequence b's
+ * pieces depend on kv_indptr[b], b and the batch's total, not on P_b
+ * alone. */
 int32_t mla_needle_split_ranges(mla_split_plan p, const mla_fixture *fx, int32_t b,
                                 int32_t *begin, int32_t *end, int32_t cap);
+
+/* 1 when sequences b and c of `fx` have the same prefix and the same splits
+ * under every plan: any needle of one covers the other's boundary at that
+ * position (the needle map shares such sequences' boundaries round robin). */
+int mla_needle_same_splits(const mla_fixture *fx, int32_t b, int32_t c);
 
 /* ---- the needle map ---- */
 
@@ -69,15 +78,16 @@ typedef struct {
 
 /* The needle map of a fixture's shape (cfg, qo_indptr, kv_indptr): every
  * required position (first/last prefix token, first/last token of every
- * split of every plan) is covered by some sequence of equal prefix length;
+ * split of every plan) is covered by some sequence with the same splits
+ * (mla_needle_same_splits);
  * first/last prefix token and the first/last draft in every sequence; grid
  * positions fill the remaining pairs. *out is malloc'ed. MLA_ERR_INVALID
  * (message names the sequence) when the pairs cannot hold the required set. */
 mla_status mla_needle_map_make(const mla_fixture *fx, mla_needle **out, size_t *n, mla_error *err);
 
 /* Smallest batch (>= 2, so the next-sequence trap exists) of `bs_max` whose
- * sequences of prefix P (H heads, L drafts) can cover all required
- * positions. 0 if none. */
+ * sequences of prefix P (H heads, L drafts; sequence b starting at kv index
+ * b * P) can cover all required positions. 0 if none. */
 int32_t mla_needle_batch_for(int32_t H, int32_t L, int32_t P, int32_t bs_max);
 
 /* The needle weight each needle pair is built for (softmax share of its
@@ -107,7 +117,8 @@ typedef enum {
     MLA_BMUT_NONE = 0,
     MLA_BMUT_DROP_FIRST,     /* split s skips its first token */
     MLA_BMUT_DROP_LAST,      /* split s stops one token early */
-    MLA_BMUT_DROP_REMAINDER, /* the last split ignores the floor-partition remainder */
+    MLA_BMUT_DROP_REMAINDER, /* the last split ignores the floor-partition remainder (seed
+                                plan only: the others have no floor remainder) */
     MLA_BMUT_DUP,            /* split s reads one past its end: next split's first token twice */
     MLA_BMUT_SHIFT,          /* split s's window starts (and ends) one token late */
     MLA_BMUT_NEXT_SEQ,       /* the last split of seq b < bs-1 also reads seq b+1's first token */

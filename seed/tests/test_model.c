@@ -1,9 +1,12 @@
 /* CPU model of the two-stage kernel against an in-test fp64 direct
- * computation, the exact single-split case, declines, and a sanity check
- * that every planted mutation is caught by the same tolerance.
+ * computation (on the seed plan and on the fast tier's balanced partition),
+ * the exact single-split case, declines, and a sanity check that every
+ * planted mutation is caught by the same tolerance.
  * Fixtures are built in memory here, so this test needs no catalogue.
  * Usage: test_model [seed]  (a fresh seed is drawn and printed otherwise). */
+#include "mla/gpu.h"
 #include "mla/model.h"
+#include "split_policy.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -251,9 +254,45 @@ static void note(check_result *r, const char *fmt, int b, int i, int h, int d, d
 /* Compares o and lse of every row against the fp64 direct computation,
  * with the per-element tolerance above. The split structure (for the
  * partial term) is the plan's own for block config `blk`. */
-static void check_against_fp64(const mla_fixture *fx, const mla_block_config *blk,
+/* The key ranges the model's plan makes partials of for sequence b, from
+ * the plans' own functions (seed/plan.c, hip/split_policy.h); the count is
+ * returned, at most cap written. */
+static int32_t plan_ranges(const mla_fixture *fx, const mla_model_opts *opts, const mla_plan *plan,
+                           int32_t b, int32_t *lo, int32_t *hi, int32_t cap)
+{
+    const int32_t P = mla_fixture_prefix(fx, b);
+    int32_t n = 0, s;
+    if (opts->plan == MLA_MODEL_PLAN_SEED) {
+        const int32_t active = mla_plan_active_splits(P, plan->num_splits, opts->blk.block_n);
+        for (s = 0; s < active && s < cap; s++)
+            mla_plan_split_range(P, active, s, &lo[s], &hi[s]);
+        return active;
+    }
+    const mla_sp_target t = opts->plan == MLA_MODEL_PLAN_FAST_GFX942   ? MLA_SP_AMD_GFX942
+                            : opts->plan == MLA_MODEL_PLAN_FAST_GFX950 ? MLA_SP_AMD_GFX950
+                                                                       : MLA_SP_NVIDIA;
+    mla_sp_fast_plan pl;
+    int first, last, c;
+    mla_sp_fast_plan_make(fx->cfg.num_seqs, fx->cfg.num_heads, fx->cfg.q_len, fx->cfg.v_head_dim,
+                          fx->num_kv_indices, MLA_GPU_FAST_MIN_SPLIT, 1, t,
+                          MLA_GPU_FAST_TARGET_CTAS, &pl);
+    const long long A = mla_sp_seq_start(fx->kv_indptr[b], b);
+    mla_sp_seq_chunks(A, P, pl.chunks, pl.work, &first, &last);
+    for (c = first; c <= last; c++, n++) {
+        int x, y;
+        mla_sp_piece_range(A, P, c, first, last, pl.chunks, pl.work, &x, &y);
+        if (n < cap) {
+            lo[n] = x;
+            hi[n] = y;
+        }
+    }
+    return n;
+}
+
+static void check_against_fp64(const mla_fixture *fx, const mla_model_opts *opts,
                                const outputs *out, check_result *r)
 {
+    const mla_block_config *blk = &opts->blk;
     const int D = fx->cfg.head_dim, Dv = fx->cfg.v_head_dim, H = fx->cfg.num_heads;
     const int L = fx->cfg.q_len;
     const double qk = (double)fx->cfg.sm_scale * (double)fx->cfg.k_scale;
@@ -271,7 +310,8 @@ static void check_against_fp64(const mla_fixture *fx, const mla_block_config *bl
     }
     for (b = 0; b < fx->cfg.num_seqs; b++) {
         const int32_t P = mla_fixture_prefix(fx, b);
-        const int32_t active = mla_plan_active_splits(P, plan.num_splits, blk->block_n);
+        static int32_t rlo[MLA_SP_MAX_CHUNKS], rhi[MLA_SP_MAX_CHUNKS];
+        const int32_t active = plan_ranges(fx, opts, &plan, b, rlo, rhi, MLA_SP_MAX_CHUNKS);
         const int64_t row0 = fx->qo_indptr[b];
         double *keys = xcalloc((size_t)(P + L) * (size_t)D, sizeof(double));
         double *vals = xcalloc((size_t)(P + L) * (size_t)Dv, sizeof(double));
@@ -333,9 +373,8 @@ static void check_against_fp64(const mla_fixture *fx, const mla_block_config *bl
                 for (d = 0; d < Dv; d++)
                     maxOs[d] = 0.0;
                 for (s = 0; P > 0 && s < active; s++) {
-                    int32_t lo, hi;
+                    const int32_t lo = rlo[s], hi = rhi[s];
                     double ms = -INFINITY, ss = 0.0;
-                    mla_plan_split_range(P, active, s, &lo, &hi);
                     for (t = lo; t < hi; t++)
                         ms = fmax(ms, sc[t]);
                     for (d = 0; d < Dv; d++)
@@ -392,7 +431,7 @@ static void check_against_fp64(const mla_fixture *fx, const mla_block_config *bl
 
 /* ------------------------------------------------------------------ */
 
-static void run_accuracy_case(const char *name, const case_spec *sp)
+static void run_accuracy_case_plan(const char *name, const case_spec *sp, mla_model_plan plan)
 {
     mla_fixture fx;
     outputs out;
@@ -402,12 +441,13 @@ static void run_accuracy_case(const char *name, const case_spec *sp)
     mla_status st;
     int threads;
 
+    opts.plan = plan;
     build_fixture(sp, &fx);
     outputs_alloc(&fx, &out);
     st = mla_model_run(&fx, &opts, out.o, out.lse, &err);
     CHECK(st == MLA_OK, "%s: model returned %d: %s", name, (int)st, err.msg);
     if (st == MLA_OK) {
-        check_against_fp64(&fx, &opts.blk, &out, &r);
+        check_against_fp64(&fx, &opts, &out, &r);
         printf("  %-18s %8ld elements  worst err/tol: o %.3f  lse %.3f\n", name, r.elements,
                r.worst_o, r.worst_lse);
         CHECK(r.nonfinite == 0, "%s: %ld non-finite outputs (unwritten or NaN)", name,
@@ -428,6 +468,11 @@ static void run_accuracy_case(const char *name, const case_spec *sp)
     }
     outputs_free(&out);
     mla_fixture_free(&fx);
+}
+
+static void run_accuracy_case(const char *name, const case_spec *sp)
+{
+    run_accuracy_case_plan(name, sp, MLA_MODEL_PLAN_SEED);
 }
 
 static void accuracy_cases(void)
@@ -467,6 +512,69 @@ static void accuracy_cases(void)
     s = base_spec(3, 4, 8, p_empty);
     s.extra_slots = 4;
     run_accuracy_case("all_prefix_empty", &s);
+}
+
+/* The fast tier's balanced partition: the model's pieces are split_policy's
+ * (max count from mla_model_max_splits equals plan_ranges'), a long sequence
+ * of a skewed batch gets many more of them than under the seed plan, and
+ * every target's partition is within the fp64 tolerance built from its own
+ * pieces (check_against_fp64 via plan_ranges). */
+static void fast_plan_cases(void)
+{
+    static const int32_t p_skew[] = {3000, 64, 100, 0, 1, 130, 64, 70};
+    static const int32_t p_mixed[] = {200, 1, 63, 1000};
+    static const int32_t p_l1[] = {0, 2, 3, 65, 2500};
+    static const char *const names[] = {"skew_fast", "skew_fast_gfx942", "skew_fast_gfx950"};
+    static int32_t lo[MLA_SP_MAX_CHUNKS], hi[MLA_SP_MAX_CHUNKS];
+    case_spec s = base_spec(8, 12, 8, p_skew);
+    mla_fixture fx;
+    mla_model_opts seed = mla_model_opts_default(), fast = seed;
+    mla_shape shape;
+    mla_plan plan;
+    mla_error err;
+    int p, b;
+
+    build_fixture(&s, &fx);
+    fast.plan = MLA_MODEL_PLAN_FAST;
+    mla_shape_from_fixture(&fx, &shape);
+    CHECK(mla_plan_make(&shape, &seed.blk, &plan, &err) == MLA_OK, "fast: plan: %s", err.msg);
+    int32_t most = 1;
+    for (b = 0; b < fx.cfg.num_seqs; b++) {
+        const int32_t n = plan_ranges(&fx, &fast, &plan, b, lo, hi, MLA_SP_MAX_CHUNKS);
+        most = n > most ? n : most;
+        /* The pieces tile the prefix in order. */
+        int32_t t = 0, k;
+        for (k = 0; k < n; k++) {
+            CHECK(lo[k] == t && hi[k] >= lo[k], "fast: seq %d piece %d is [%d, %d), want start %d",
+                  b, k, lo[k], hi[k], t);
+            t = hi[k];
+        }
+        CHECK(t == mla_fixture_prefix(&fx, b), "fast: seq %d pieces end at %d, not %d", b, t,
+              mla_fixture_prefix(&fx, b));
+    }
+    CHECK(mla_model_max_splits(&fx, &fast) == most, "fast: model reports %d pieces, split_policy %d",
+          mla_model_max_splits(&fx, &fast), most);
+    CHECK(most > mla_model_max_splits(&fx, &seed),
+          "fast: the long sequence has %d pieces, no more than the seed plan's %d splits", most,
+          mla_model_max_splits(&fx, &seed));
+    fast.plan = MLA_MODEL_PLAN_COUNT;
+    CHECK(mla_model_max_splits(&fx, &fast) == -1, "fast: an unknown plan is not refused");
+    {
+        outputs out;
+        outputs_alloc(&fx, &out);
+        const mla_bf16 o0 = out.o[0];
+        CHECK(mla_model_run(&fx, &fast, out.o, out.lse, &err) == MLA_ERR_INVALID,
+              "fast: an unknown plan runs");
+        CHECK(out.o[0] == o0, "fast: an unknown plan wrote the output");
+        outputs_free(&out);
+    }
+    mla_fixture_free(&fx);
+    for (p = MLA_MODEL_PLAN_FAST; p <= MLA_MODEL_PLAN_FAST_GFX950; p++)
+        run_accuracy_case_plan(names[p - MLA_MODEL_PLAN_FAST], &s, (mla_model_plan)p);
+    s = base_spec(4, 6, 8, p_mixed);
+    run_accuracy_case_plan("mixed_fast", &s, MLA_MODEL_PLAN_FAST);
+    s = base_spec(5, 4, 1, p_l1);
+    run_accuracy_case_plan("l1_fast", &s, MLA_MODEL_PLAN_FAST);
 }
 
 /* A single non-empty split: the merge must return the stored partial
@@ -775,7 +883,7 @@ static void lazy_rescale_caught(const mla_fixture *fx)
     mo.mutation = MLA_MUT_LAZY_RESCALE_DROPPED;
     outputs_alloc(fx, &out);
     CHECK(mla_model_run(fx, &mo, out.o, out.lse, &err) == MLA_OK, "lazy: %s", err.msg);
-    check_against_fp64(fx, &mo.blk, &out, &rb);
+    check_against_fp64(fx, &mo, &out, &rb);
     printf("  mutation %-22s random scores: %ld of %ld out of tolerance\n",
            mla_mutation_name(MLA_MUT_LAZY_RESCALE_DROPPED), rb.violations, rb.elements);
     CHECK(rb.violations == 0, "lazy_rescale_dropped shows on random scores: %s", rb.first);
@@ -786,9 +894,9 @@ static void lazy_rescale_caught(const mla_fixture *fx)
     outputs_alloc(&ramp, &good);
     outputs_alloc(&ramp, &out);
     CHECK(mla_model_run(&ramp, &go, good.o, good.lse, &err) == MLA_OK, "lazy: %s", err.msg);
-    check_against_fp64(&ramp, &go.blk, &good, &rg);
+    check_against_fp64(&ramp, &go, &good, &rg);
     CHECK(mla_model_run(&ramp, &mo, out.o, out.lse, &err) == MLA_OK, "lazy: %s", err.msg);
-    check_against_fp64(&ramp, &mo.blk, &out, &rb);
+    check_against_fp64(&ramp, &mo, &out, &rb);
     printf("  mutation %-22s k3-ramp: correct %ld, mutant %ld of %ld out of tolerance\n",
            mla_mutation_name(MLA_MUT_LAZY_RESCALE_DROPPED), rg.violations, rb.violations, rb.elements);
     CHECK(rg.violations == 0, "correct model fails k3-ramp: %s", rg.first);
@@ -818,7 +926,7 @@ static void mutations_caught(void)
     build_fixture(&sp, &fx);
     outputs_alloc(&fx, &ref);
     CHECK(mla_model_run(&fx, &opts, ref.o, ref.lse, &err) == MLA_OK, "mut base: %s", err.msg);
-    check_against_fp64(&fx, &opts.blk, &ref, &r);
+    check_against_fp64(&fx, &opts, &ref, &r);
     CHECK(r.violations == 0, "mutation base case fails unmutated: %s", r.first);
 
     /* Partials near 1e5: within bf16 range, past fp16's 65504. q is scaled
@@ -832,7 +940,7 @@ static void mutations_caught(void)
     outputs_alloc(&fx_big, &ref_big);
     CHECK(mla_model_run(&fx_big, &opts, ref_big.o, ref_big.lse, &err) == MLA_OK, "big: %s",
           err.msg);
-    check_against_fp64(&fx_big, &opts.blk, &ref_big, &r);
+    check_against_fp64(&fx_big, &opts, &ref_big, &r);
     CHECK(r.violations == 0 && r.nonfinite == 0, "large-value case fails unmutated: %s",
           r.first);
 
@@ -855,7 +963,7 @@ static void mutations_caught(void)
         outputs_alloc(f, &out);
         CHECK(mla_model_run(f, &mo, out.o, out.lse, &err) == MLA_OK, "%s: %s",
               mla_mutation_name((mla_mutation)m), err.msg);
-        check_against_fp64(f, &mo.blk, &out, &r);
+        check_against_fp64(f, &mo, &out, &r);
         printf("  mutation %-22s %6ld of %ld out of tolerance, %ld non-finite\n",
                mla_mutation_name((mla_mutation)m), r.violations, r.elements, r.nonfinite);
         CHECK(r.violations > 0, "mutation %s not caught", mla_mutation_name((mla_mutation)m));
@@ -923,6 +1031,8 @@ int main(int argc, char **argv)
     fp16_rounding();
     printf("accuracy vs fp64 direct computation\n");
     accuracy_cases();
+    printf("the fast tier's balanced partition\n");
+    fast_plan_cases();
     printf("single non-empty split is returned exactly\n");
     single_split_exact(1, 64);
     single_split_exact(37, 64);
