@@ -212,13 +212,17 @@ static const char *split_tier_shape_declines(const mla_shape *s, mla_gpu_tier ti
     // The widest stage-2 block (one chunk of Dv <= 512).
     if (stage2_smem(s->q_len, (int)ns, s->head_dim, 512) > 200 * 1024)
         return "q_len too large for the stage-2 shared-memory score block";
-    if (tier == MLA_GPU_TIER_FAST && o.fast_kernel != MLA_GPU_FAST_KERNEL_AUTO) {
+    // fast_kernel ws asks for that kernel and declines where it cannot run;
+    // ws-pvsm asks for the softmax in the PV warps wherever the ws kernel
+    // runs and leaves every other shape to auto's kernel, so that its row
+    // of the backend table never declines what SPEC section 3 accepts.
+    if (tier == MLA_GPU_TIER_FAST && o.fast_kernel == MLA_GPU_FAST_KERNEL_WS) {
         if (kTarget != MLA_SP_NVIDIA)
-            return "fast_kernel ws / ws-pvsm are NVIDIA sm_90a kernels";
+            return "fast_kernel ws is an NVIDIA sm_90a kernel";
         if (s->head_dim != D_MAX)
-            return "fast_kernel ws / ws-pvsm need head_dim 576";
+            return "fast_kernel ws needs head_dim 576";
         if (fast_rows(s) < 64)
-            return "fast_kernel ws / ws-pvsm need 64-row blocks (num_heads * q_len > 32)";
+            return "fast_kernel ws needs 64-row blocks (num_heads * q_len > 32)";
     }
     return NULL;
 }

@@ -36,7 +36,7 @@ static_assert(S2_PF >= 1 && S2_PF <= 16, "MLA_S2_PF: 1 to 16 prefetched chunks a
 static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole tiles");
 
 // Named barriers of the warp-specialized stage 1. 0 is __syncthreads'.
-// BAR_DRAFT: the draft tile's K/V copies landed (ws-pvg with Stage1Draft,
+// BAR_DRAFT: the draft tile's K/V copies landed (ws-pvsm with Stage1Draft,
 // once, after the prefix tiles). BAR_P_FULL / BAR_P_FREE: the hand-over; BAR_END: all threads
 // once the last tile is done (Linv, Lse ready; K/V stages free), then once
 // the partial is staged. Every barrier spans all threads: a barrier of a
@@ -44,8 +44,12 @@ static_assert(TN == MLA_SP_TILE_TOKENS, "split_policy.c rounds splits to whole t
 // compute-sanitizer 2025.3 racecheck report hazards on accesses that the
 // full barriers do order (hip/tests/racecheck_subset_barrier.cu reproduces
 // it in 40 lines), so each tile's data is published by the P_FULL barrier
-// of the tile before instead.
-enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4 };
+// of the tile before instead. BAR_PIECE: all threads, at the start of a
+// piece (its Q and first tiles landed) and after its partial left shared
+// memory; a named barrier, not __syncthreads, because the roles reach it
+// from their own loops (compute-sanitizer synccheck reports bar 0 reached
+// from different code as divergent).
+enum NamedBarrier { BAR_DRAFT = 1, BAR_P_FULL = 2, BAR_P_FREE = 3, BAR_END = 4, BAR_PIECE = 5 };
 
 // Shared-memory plan of a stage-1 CTA: byte offsets of each region from
 // the (aligned) base, and the dynamic bytes to request (slack included).

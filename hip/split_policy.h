@@ -100,6 +100,34 @@ int mla_sp_fast_max_slots(int bs, int H, int L, mla_sp_target target, int target
  * per row. */
 int mla_sp_fast_max_pieces(int bs, int H, int L, mla_sp_target target, int target_ctas);
 
+/* floor(n / d) for 0 <= n < 2^53 and 0 < d < 2^53. On NVIDIA devices 64-bit
+ * integer division is a called subroutine, and a call in the
+ * warp-specialized stage 1 makes ptxas serialize its wgmma for want of
+ * registers (C7512, 1.8x slower): there the quotient comes from a float
+ * reciprocal, refined once in double and corrected by its remainder (no
+ * call, exact). Elsewhere the plain division. */
+static inline MLA_HD long long mla_sp_div(long long n, long long d)
+{
+#if defined(__CUDA_ARCH__)
+    const double r = (double)__frcp_rn((float)d);
+    long long q = (long long)((double)n * r);
+    long long rem = n - q * d;
+    q += (long long)((double)rem * r);
+    rem = n - q * d;
+    while (rem < 0) {
+        --q;
+        rem += d;
+    }
+    while (rem >= d) {
+        ++q;
+        rem -= d;
+    }
+    return q;
+#else
+    return n / d;
+#endif
+}
+
 /* Cost position where sequence b starts, from its first kv index. */
 static inline MLA_HD long long mla_sp_seq_start(int32_t kv_first, int b)
 {
@@ -108,7 +136,7 @@ static inline MLA_HD long long mla_sp_seq_start(int32_t kv_first, int b)
 /* First cost position of chunk c. */
 static inline MLA_HD long long mla_sp_chunk_begin(int c, int chunks, long long work)
 {
-    return (long long)c * work / chunks;
+    return mla_sp_div((long long)c * work, chunks);
 }
 /* The chunk holding cost position g: the largest c with chunk_begin(c) <= g,
  * clamped to [0, chunks - 1] so that inconsistent totals still address a
@@ -117,7 +145,7 @@ static inline MLA_HD int mla_sp_chunk_of(long long g, int chunks, long long work
 {
     if (g <= 0 || work <= 0)
         return 0;
-    const long long c = ((g + 1) * chunks - 1) / work;
+    const long long c = mla_sp_div((g + 1) * chunks - 1, work);
     return c < chunks ? (int)c : chunks - 1;
 }
 /* The chunks [*first, *last] holding pieces of a sequence of P prefix

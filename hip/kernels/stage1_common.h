@@ -60,7 +60,7 @@ struct PieceWalk {
     __device__ __forceinline__ static int first_seq(const Stage1Params &p, int c)
     {
         const int bs = p.num_seqs;
-        int g = (int)((long long)c * bs / p.num_splits);
+        int g = (int)mla_sp_div((long long)c * bs, p.num_splits);
         g = g < bs ? g : bs - 1;
         if (seq_last_chunk(p, g) >= c && (g == 0 || seq_last_chunk(p, g - 1) < c))
             return g;

@@ -65,9 +65,10 @@ template <bool F8, bool PVSM> struct WsPiece {
     // P_FULL(t) (each waited for its PV(t - 2) before P_FREE(t - 1)).
     static constexpr int GA = PVSM ? 3 : STG - 1;
     // Q's k16 steps the producer holds in registers: 32 (the 512 nope
-    // columns); PVSM 28 (448 columns), as its producer also gathers, and its
-    // fifth stage lies in the atoms of the other four.
-    static constexpr int QR = PVSM ? 28 : 32;
+    // columns); PVSM 24 (384 columns), as its producer also gathers and
+    // gives registers to the PV warpgroups (WS_REGS_*), and its fifth stage
+    // lies in the atoms of the other four.
+    static constexpr int QR = PVSM ? 24 : 32;
     static constexpr Stage1Smem SM = stage1_ws_smem_plan(ROWS, F8);
     static_assert(!PVSM || TN * D_MAX * 2 <= QR / 4 * ROWS * 128,
                   "PVSM: the fifth stage lies in Q's register-held atoms");
@@ -341,13 +342,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1) stage1_ws_kernel(Stage1Params p
     PieceWalk walk(p);
     Piece pc;
     if (wg_idx == 0) {
-        if constexpr (!PVSM)
-            regs_inc<WS_REGS_PRODUCER>();
+        regs_dec_or_inc<PVSM ? WS_REGS_PVSM_PRODUCER : WS_REGS_PRODUCER>();
         while (walk.next(p, pc))
             ws_producer<F8, PVSM>(W(base, p, dr, pc), p, dr);
     } else {
-        if constexpr (!PVSM)
-            regs_dec<WS_REGS_PV>();
+        regs_dec_or_inc<PVSM ? WS_REGS_PVSM_PV : WS_REGS_PV>();
         while (walk.next(p, pc))
             ws_pv<F8, PVSM>(W(base, p, dr, pc), p, dr, wg_idx);
     }

@@ -8,11 +8,23 @@
 // piece (RS-form wgmma; docs/gpu-design.md, "Q in registers": 6-9% on the
 // producer-bound shapes), 184 there and 160 in the PV warpgroups (of the
 // 168 x 384 at launch); all 36 steps would need the PV warps below 152,
-// which ptxas refuses. ws-pvsm keeps 168 each, as launched (the PV warps
-// hold the scores, their softmax and P beside O; the producer Q, one set of
-// S accumulators and the gather), and 28 steps of Q.
+// which ptxas refuses. ws-pvsm goes the other way, 152 and 176: its PV
+// warps hold the scores, their softmax and P beside O (at the 168 of the
+// launch ptxas serialized their wgmma, C7512), its producer 24 steps of Q,
+// one set of S accumulators and the gather.
 constexpr int WS_REGS_PRODUCER = 184;
 constexpr int WS_REGS_PV = (504 - WS_REGS_PRODUCER) / 2;
+constexpr int WS_REGS_PVSM_PRODUCER = 152;
+constexpr int WS_REGS_PVSM_PV = (504 - WS_REGS_PVSM_PRODUCER) / 2;
+static_assert(WS_REGS_PV % 8 == 0 && WS_REGS_PVSM_PV % 8 == 0, "setmaxnreg counts are multiples of 8");
+// setmaxnreg to N from the 168 of the launch: up or down.
+template <int N> __device__ __forceinline__ void regs_dec_or_inc()
+{
+    if constexpr (N > 168)
+        regs_inc<N>();
+    else if constexpr (N < 168)
+        regs_dec<N>();
+}
 
 // Both roles: Q into shared memory and the first tiles in flight, then the
 // barrier that publishes them (and the Q descriptors). Only a piece with
@@ -29,9 +41,16 @@ __device__ __forceinline__ void ws_prologue_end()
 }
 __device__ __forceinline__ void ws_prologue_barrier()
 {
-    __syncwarp();
-    __syncthreads();
+    nbar_sync(BAR_PIECE, WS_THREADS);
 }
+
+// The piece's partial rows, published to both roles through shared memory
+// (the plan's qdesc slot).
+struct WsOut {
+    long long row0;
+    int direct;
+};
+static_assert(sizeof(WsOut) <= 16, "WsOut fits the plan's qdesc slot");
 
 // Both roles, after the piece: the scaled bf16 partial goes through shared
 // memory (the K/V stages, free once every thread passed the first BAR_END)
@@ -44,9 +63,14 @@ __device__ __forceinline__ void ws_epilogue(const WsPiece<F8, PVSM> &w, const St
 {
     static_assert(WS_ROWS * WS_OSP <= ws_stages(WS_ROWS, F8) * TN * D_MAX, "partial staging fits the K/V stages");
     nbar_sync(BAR_END, WS_THREADS);
-    store_partial<WS_ROWS, WS_THREADS>(p, w.direct(dr) ? (void *)dr.o : p.part_o, w.y, w.part_row0(p, dr), w.Ks,
-                                       WS_OSP);
-    __syncthreads();
+    // Where the partial goes, as the producer published it before the
+    // first BAR_END (WsOut): the PV warpgroups hold no piece data across
+    // their tile loop, whose accumulators need every register.
+    const volatile WsOut *out = (const volatile WsOut *)(w.base + w.SM.qdesc);
+    const long long row0 = out->row0;
+    const bool direct = out->direct != 0;
+    store_partial<WS_ROWS, WS_THREADS>(p, direct ? (void *)dr.o : p.part_o, w.y, row0, w.Ks, WS_OSP);
+    nbar_sync(BAR_PIECE, WS_THREADS);
 }
 
 // The producer warpgroup (warps 0-3) on one piece.
@@ -212,13 +236,20 @@ __device__ __forceinline__ void ws_producer(const WsPiece<F8, PVSM> &w, const St
             }
         }
     }
+    const long long row0 = w.part_row0(p, dr);
+    const bool direct = w.direct(dr);
+    if (tid == 0) {
+        volatile WsOut *out = (volatile WsOut *)(w.base + w.SM.qdesc);
+        out->row0 = row0;
+        out->direct = direct ? 1 : 0;
+    }
     nbar_sync(BAR_END, NT);
     if (tid < ROWS) {
         bool ok;
         const int r = row_of(p, ROWS, w.y, tid, ok);
-        float *lse = w.direct(dr) && dr.lse ? dr.lse : p.part_lse;
+        float *lse = direct && dr.lse ? dr.lse : p.part_lse;
         if (ok)
-            lse[w.part_row0(p, dr) + r] = w.Lse[tid];
+            lse[row0 + r] = w.Lse[tid];
     }
     ws_epilogue(w, p, dr);
 }
@@ -298,11 +329,11 @@ __device__ __forceinline__ void ws_pv(const WsPiece<F8, PVSM> &w, const Stage1Pa
 {
     constexpr int NT = WS_THREADS, STG = WsPiece<F8, PVSM>::STG;
     const int tid = w.tid;
-    const WsF8 f8(w, p);
     int64_t slot8_next = -1;
     if (w.has_work()) {
         ws_prologue_q(w, p);
         if constexpr (F8) {
+            const WsF8 f8(w, p);
             // Groups: Q, F0, F1, then F2 into F0's staging tile once tile 0
             // is decoded, F3 into F1's after tile 1. PV iteration t decodes
             // tile t + 2 and issues F(t + 4) into its staging tile.
@@ -365,6 +396,7 @@ __device__ __forceinline__ void ws_pv(const WsPiece<F8, PVSM> &w, const Stage1Pa
             wgmma_m64n256k16_tb(acc, dp + 2, dv + (2048 >> 4));
             wg_commit();
             if constexpr (F8) {
+                const WsF8 f8(w, p);
                 // While PV(t) runs: tile t + 2 into its stage (tile t - 1's:
                 // this warpgroup's PV(t - 1) is done, the producer's S(t - 1)
                 // was before P_FULL(t - 1)). F(t + 2) has landed (groups F0
