@@ -652,7 +652,9 @@ def stage1_token_figures(rec, dyn=None):
         f = waves / tok
         rec["mfma_kinds_per_token_wg"] = {k: n * f for k, n in lp["mfma_by_kind"].items()}
         rec["valu_per_token_wg"] = lp["by_class"].get("valu", 0) * f
-        rec["lds_bytes_per_token_wg"] = (lp["lane_bytes"]["lds_read"] + lp["lane_bytes"]["lds_write"]) * 64 * f
+        rec["lds_read_per_token_wg"] = lp["lane_bytes"]["lds_read"] * 64 * f
+        rec["lds_written_per_token_wg"] = lp["lane_bytes"]["lds_write"] * 64 * f
+        rec["lds_bytes_per_token_wg"] = rec["lds_read_per_token_wg"] + rec["lds_written_per_token_wg"]
         rec["global_bytes_per_token_wg"] = lp["lane_bytes"]["gload"] * 64 * f
         rec["barriers_per_token_wg"] = lp["by_class"].get("barrier", 0) / tok
         rec["figures_from"] = "static: main-loop body x %d waves / BLOCK_N %d tokens" % (waves, tok)
@@ -663,6 +665,8 @@ def stage1_token_figures(rec, dyn=None):
         rec["mfma_kinds_per_token_wg"] = {
             ("v_mfma_f32_" + k): v / rec["row_blocks"] for k, v in dyn["mfma_by_kind_per_kv_token"].items() if v}
         rec["lds_bytes_per_token_wg"] = dyn["lds_bytes_per_kv_token"] / rec["row_blocks"]
+        rec["lds_read_per_token_wg"] = dyn["lds_read_per_kv_token"] / rec["row_blocks"]
+        rec["lds_written_per_token_wg"] = dyn["lds_written_per_kv_token"] / rec["row_blocks"]
         rec["global_bytes_per_token_wg"] = dyn["global_bytes_per_kv_token"] / rec["row_blocks"]
         rec["barriers_per_token_wg"] = dyn["barriers_per_kv_token"] / rec["row_blocks"] / waves
         # VALU: the emulator does not count it. Static: the loop body
@@ -819,7 +823,8 @@ def write_reports(out, records, results, versions):
                                     "sgpr_spill", "waves_per_simd_regs", "lds_bytes_note", "figures_from",
                                     "barriers_per_token_wg", "mfma_kinds_per_token_wg", "valu_per_token_wg",
                                     "mfma_per_kv_token_per_row", "loop", "dynamic", "launch", "block_h",
-                                    "block_n", "inner_mfma_loop_trips")
+                                    "block_n", "inner_mfma_loop_trips",
+                                    "lds_read_per_token_wg", "lds_written_per_token_wg", "rows_total")
                   if k in r})
         recs.append(x)
     doc = {"issue": 41, "command": COMMAND, "versions": versions,
@@ -891,15 +896,19 @@ def markdown(recs, results, versions):
                 or "none") if lp["inner_loops"] else "none"))
     w("")
     w("Per KV token and per query row (stage 1, gfx950):\n")
-    w("| kernel | model | rows / WG | WGs per token | MFMA / token / row | global B / token | LDS B / token | "
-      "barriers / token / WG | from |")
-    w("|---|---|---|---|---|---|---|---|---|")
+    w("Per token: summed over the workgroups that read it; per row: divided by the H x L query rows; per WG: "
+      "one workgroup.\n")
+    w("| kernel | model | rows / WG | WGs per token | MFMA / token | MFMA / token / row | global B / token | "
+      "global B / token / row | LDS read B / token | LDS written B / token | barriers / token / WG | from |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in recs:
         if r["stage"] != "stage1" or r["arch"] != "gfx950":
             continue
-        w("| %s | %s | %d | %d | %.3f | %.0f | %.0f | %.3f | %s |" % (
-            r["kernel"], r["model"], r["rows_per_wg"], r["row_blocks"], r["mfma_per_kv_token_per_row"],
-            r["global_bytes_per_kv_token"], r["lds_bytes_per_kv_token"], r["barriers_per_token_wg"],
+        rb = r["row_blocks"]
+        w("| %s | %s | %d | %d | %.2f | %.3f | %.0f | %.1f | %.0f | %.0f | %.3f | %s |" % (
+            r["kernel"], r["model"], r["rows_per_wg"], rb, r["mfma_per_kv_token"], r["mfma_per_kv_token_per_row"],
+            r["global_bytes_per_kv_token"], r["global_bytes_per_kv_token"] / r["rows_total"],
+            r["lds_read_per_token_wg"] * rb, r["lds_written_per_token_wg"] * rb, r["barriers_per_token_wg"],
             r["figures_from"]))
     w("")
     w("## The time model (modeled, MI355X)\n")
@@ -914,7 +923,10 @@ def markdown(recs, results, versions):
       "ours: our fast tier's plan on gfx950, read from our C code by `amd_static_probe`) are list-scheduled "
       "over 256 CUs x the workgroups one CU holds (occupancy), each at its share of the CU. Stage 1 cannot "
       "beat its HBM bytes (pool rows once per workgroup, indices, Q, partials) at 8 TB/s; stage 2 is its "
-      "bytes at 8 TB/s. Launch latency and cache effects are not modeled.\n")
+      "bytes at 8 TB/s. Not modeled: launch latency, cache hit rates (the re-reads of a tile by other head "
+      "blocks are charged to HBM; the seed's V re-load is assumed an L1 hit), the seed's scratch traffic, "
+      "global-load latency, and stage 2's own instructions (its bytes only). Where one of our CTAs serves "
+      "several (sequence, split) pieces, the pieces are scheduled as if independent.\n")
     w("Last column: the optimistic variant, where one wave per SIMD overlaps its MFMA, VALU and LDS work as "
       "well as two would (max instead of sum; it changes ours only: the seed has 4 waves per SIMD).\n")
     w("| grid | model | lens | bs | seed splits | ours splits | seed us (modeled) | ours us (modeled) | "
