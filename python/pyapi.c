@@ -24,18 +24,17 @@
 
 /* Bumped whenever a struct below or a signature changes; the Python side
  * refuses a library of another version. */
-#define MLA_PY_ABI 1
+#define MLA_PY_ABI 2
 
 /* One case as flat pointers into arrays the caller owns (Python: numpy).
  * Tensors are C-order; bf16 as raw bits; kv holds bf16 bits (kv_dtype
  * MLA_KV_BF16) or fp8 codes. kv_indices lists pool slots (page size 1:
- * the Python side expands a page table). */
+ * the Python side expands a page table). cfg is the fixture's own config
+ * struct (include/mla/fixture.h), mirrored field by field in _native.py;
+ * mla_py_sizeof lets the Python side refuse a library whose layout
+ * differs. */
 typedef struct {
-    int32_t num_seqs, num_heads, num_kv_heads, q_len, head_dim, v_head_dim;
-    float sm_scale, k_scale, v_scale;
-    int32_t is_causal;
-    float logit_cap;
-    int32_t sliding_window, topk;
+    mla_config cfg;
     int32_t kv_dtype;
     int32_t has_seed;
     int64_t seed;
@@ -66,6 +65,13 @@ typedef struct {
 } mla_py_result;
 
 MLA_PY_API int mla_py_abi(void) { return MLA_PY_ABI; }
+
+/* sizeof of mla_py_case (0), mla_config (1), mla_py_result (2). */
+MLA_PY_API size_t mla_py_sizeof(int what)
+{
+    return what == 0 ? sizeof(mla_py_case) : what == 1 ? sizeof(mla_config)
+                                                       : sizeof(mla_py_result);
+}
 
 /* The paths a caller may declare, by the names of the Python API. "auto"
  * is the path the captured backend is judged on (validate/backends.c,
@@ -110,20 +116,7 @@ static void view_of(const mla_py_case *c, mla_fixture *fx)
     fx->source = (char *)(c->source ? c->source : "synthetic");
     fx->has_seed = c->has_seed;
     fx->seed = c->seed;
-    mla_config *g = &fx->cfg;
-    g->num_seqs = c->num_seqs;
-    g->num_heads = c->num_heads;
-    g->num_kv_heads = c->num_kv_heads;
-    g->q_len = c->q_len;
-    g->head_dim = c->head_dim;
-    g->v_head_dim = c->v_head_dim;
-    g->sm_scale = c->sm_scale;
-    g->k_scale = c->k_scale;
-    g->v_scale = c->v_scale;
-    g->is_causal = c->is_causal;
-    g->logit_cap = c->logit_cap;
-    g->sliding_window = c->sliding_window;
-    g->topk = c->topk;
+    fx->cfg = c->cfg;
     fx->num_q_tokens = c->num_q_tokens;
     fx->pool_slots = c->pool_slots;
     fx->num_kv_indices = c->num_kv_indices;
@@ -146,20 +139,7 @@ static void view_of(const mla_py_case *c, mla_fixture *fx)
 static void case_of(const mla_fixture *fx, mla_py_case *c)
 {
     memset(c, 0, sizeof *c);
-    const mla_config *g = &fx->cfg;
-    c->num_seqs = g->num_seqs;
-    c->num_heads = g->num_heads;
-    c->num_kv_heads = g->num_kv_heads;
-    c->q_len = g->q_len;
-    c->head_dim = g->head_dim;
-    c->v_head_dim = g->v_head_dim;
-    c->sm_scale = g->sm_scale;
-    c->k_scale = g->k_scale;
-    c->v_scale = g->v_scale;
-    c->is_causal = g->is_causal;
-    c->logit_cap = g->logit_cap;
-    c->sliding_window = g->sliding_window;
-    c->topk = g->topk;
+    c->cfg = fx->cfg;
     c->kv_dtype = (int32_t)fx->kv_dtype;
     c->has_seed = fx->has_seed;
     c->seed = fx->seed;

@@ -260,16 +260,17 @@ class Case:
         """The mla_py_case of this case; pointers into this object's arrays
         (kept alive by self while the C call runs)."""
         c = _native.CCase()
+        g = c.cfg
         drafts = np.diff(self.qo_indptr)
-        c.num_seqs = drafts.size
-        c.num_heads, c.num_kv_heads = self.num_heads, self.num_kv_heads
-        c.q_len = int(drafts[0]) if drafts.size and (drafts == drafts[0]).all() else 0
-        c.head_dim, c.v_head_dim = self.head_dim, self.v_head_dim
-        c.sm_scale, c.k_scale, c.v_scale = self.sm_scale, self.k_scale, self.v_scale
-        c.is_causal = int(self.is_causal)
-        c.logit_cap = self.logit_cap
-        c.sliding_window = self.sliding_window
-        c.topk = self.topk
+        g.num_seqs = drafts.size
+        g.num_heads, g.num_kv_heads = self.num_heads, self.num_kv_heads
+        g.q_len = int(drafts[0]) if drafts.size and (drafts == drafts[0]).all() else 0
+        g.head_dim, g.v_head_dim = self.head_dim, self.v_head_dim
+        g.sm_scale, g.k_scale, g.v_scale = self.sm_scale, self.k_scale, self.v_scale
+        g.is_causal = int(self.is_causal)
+        g.logit_cap = self.logit_cap
+        g.sliding_window = self.sliding_window
+        g.topk = self.topk
         c.kv_dtype = _native.KV_DTYPES[self.kv_dtype]
         c.has_seed = self.seed is not None
         c.seed = int(self.seed or 0)
@@ -377,8 +378,9 @@ def _copy(ptr, ctype, shape):
 
 
 def _case_from_c(c, name):
-    T, H, Hkv = c.num_q_tokens, c.num_heads, c.num_kv_heads
-    D, Dv, S, B = c.head_dim, c.v_head_dim, c.pool_slots, c.num_seqs
+    g = c.cfg
+    T, H, Hkv = c.num_q_tokens, g.num_heads, g.num_kv_heads
+    D, Dv, S, B = g.head_dim, g.v_head_dim, c.pool_slots, g.num_seqs
     kvdt = _native.KV_DTYPE_NAMES[c.kv_dtype]
     case = Case(
         q=_copy(c.q, np.uint16, (T, H, D)), k_extend=_copy(c.k_extend, np.uint16, (T, Hkv, D)),
@@ -388,9 +390,9 @@ def _case_from_c(c, name):
         kv_indptr=_copy(c.kv_indptr, np.int32, (B + 1,)),
         kv_indices=_copy(c.kv_indices, np.int64, (c.num_kv_indices,)),
         sinks=None if not c.sinks else _copy(c.sinks, np.float32, (H,)),
-        sm_scale=c.sm_scale, k_scale=c.k_scale, v_scale=c.v_scale, is_causal=c.is_causal,
-        logit_cap=c.logit_cap, sliding_window=c.sliding_window, kv_dtype=kvdt, name=name)
-    case.topk = c.topk
+        sm_scale=g.sm_scale, k_scale=g.k_scale, v_scale=g.v_scale, is_causal=g.is_causal,
+        logit_cap=g.logit_cap, sliding_window=g.sliding_window, kv_dtype=kvdt, name=name)
+    case.topk = g.topk
     case.seed = c.seed if c.has_seed else None
     case.source = _native.text(c.source) or "synthetic"
     case.description = _native.text(c.description) or None

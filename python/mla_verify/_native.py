@@ -7,7 +7,7 @@ import ctypes
 import os
 import threading
 
-ABI = 1  # MLA_PY_ABI in python/pyapi.c
+ABI = 2  # MLA_PY_ABI in python/pyapi.c
 LIB_NAME = "libmla_verify.so"
 
 # mla_status (include/mla/common.h)
@@ -22,13 +22,18 @@ _c = ctypes
 _p = ctypes.c_void_p
 
 
-class CCase(ctypes.Structure):
-    """mla_py_case."""
+class CConfig(ctypes.Structure):
+    """mla_config (include/mla/fixture.h)."""
     _fields_ = [(n, _c.c_int32) for n in ("num_seqs", "num_heads", "num_kv_heads", "q_len",
                                           "head_dim", "v_head_dim")] + [
         ("sm_scale", _c.c_float), ("k_scale", _c.c_float), ("v_scale", _c.c_float),
         ("is_causal", _c.c_int32), ("logit_cap", _c.c_float),
-        ("sliding_window", _c.c_int32), ("topk", _c.c_int32), ("kv_dtype", _c.c_int32),
+        ("sliding_window", _c.c_int32), ("topk", _c.c_int32)]
+
+
+class CCase(ctypes.Structure):
+    """mla_py_case."""
+    _fields_ = [("cfg", CConfig), ("kv_dtype", _c.c_int32),
         ("has_seed", _c.c_int32), ("seed", _c.c_int64),
         ("num_q_tokens", _c.c_int64), ("pool_slots", _c.c_int64),
         ("num_kv_indices", _c.c_int64),
@@ -81,9 +86,14 @@ def lib():
         if _lib is not None:
             return _lib
         L = ctypes.CDLL(_find())
-        if L.mla_py_abi() != ABI:
-            raise ImportError("mla_verify: %s has ABI %d, this package needs %d (reinstall)"
-                              % (LIB_NAME, L.mla_py_abi(), ABI))
+        L.mla_py_sizeof.restype = _c.c_size_t
+        L.mla_py_sizeof.argtypes = (_c.c_int,)
+        sizes = [L.mla_py_sizeof(i) for i in range(3)]
+        want = [ctypes.sizeof(t) for t in (CCase, CConfig, CResult)]
+        if L.mla_py_abi() != ABI or sizes != want:
+            raise ImportError("mla_verify: %s has ABI %d and struct sizes %s, this package "
+                              "needs %d and %s (reinstall)"
+                              % (LIB_NAME, L.mla_py_abi(), sizes, ABI, want))
         msg = (_c.c_char_p, _c.c_size_t)
         for name, res, args in [
             ("mla_py_path_count", _c.c_int, ()),
