@@ -100,16 +100,21 @@ int mla_sp_fast_max_slots(int bs, int H, int L, mla_sp_target target, int target
  * per row. */
 int mla_sp_fast_max_pieces(int bs, int H, int L, mla_sp_target target, int target_ctas);
 
-/* floor(n / d) for 0 <= n < 2^53 and 0 < d < 2^53. On NVIDIA devices 64-bit
- * integer division is a called subroutine, and a call in the
+/* floor(n / d) for 0 <= n < 2^53 and 0 < d < 2^53. On the GPUs 64-bit
+ * integer division is a called subroutine (NVIDIA) or a long expansion
+ * (AMD: 117-134 SGPR spills in the gfx950 stage 1), and a call in the
  * warp-specialized stage 1 makes ptxas serialize its wgmma for want of
  * registers (C7512, 1.8x slower): there the quotient comes from a float
  * reciprocal, refined once in double and corrected by its remainder (no
- * call, exact). Elsewhere the plain division. */
+ * call, exact). On the host the plain division. */
 static inline MLA_HD long long mla_sp_div(long long n, long long d)
 {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #if defined(__CUDA_ARCH__)
     const double r = (double)__frcp_rn((float)d);
+#else
+    const double r = (double)(1.0f / (float)d);
+#endif
     long long q = (long long)((double)n * r);
     long long rem = n - q * d;
     q += (long long)((double)rem * r);

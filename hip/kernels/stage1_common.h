@@ -16,7 +16,7 @@ namespace mla_dev {
 // (the one that takes the draft block when stage 1 does, Stage1Draft);
 // only: its only piece (whose partial is the sequence's whole prefix).
 struct Piece {
-    int b, kv0, beg, end;
+    int b, kv0, beg, end, q0; // q0: the sequence's first query row
     bool last, only;
     // Partial slot (rows slot * H * L + r): c + b for chunk c of the fast
     // tier, b * splits + s for split s of the per-head tier. From the grid
@@ -86,6 +86,8 @@ struct PieceWalk {
             return false;
         const int c = (int)blockIdx.x;
         pc.b = b;
+        // Beside the kv_indptr loads, not after them: one round trip.
+        pc.q0 = p.qo_indptr[b];
         if (p.mode != S1_FAST) {
             b = p.num_seqs;
             pc.kv0 = p.kv_indptr[pc.b];

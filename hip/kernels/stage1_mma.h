@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     while (walk.next(p, pc)) {
     const int kv0 = pc.kv0, beg = pc.beg, end = pc.end;
     const int n = end - beg;
-    const int q0 = p.qo_indptr[pc.b];
+    const int q0 = pc.q0;
     const int chunks = p.D >> 3; // 16-byte chunks per row
     const int ntiles = (n + TN - 1) / TN;
 

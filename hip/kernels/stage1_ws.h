@@ -101,7 +101,7 @@ template <bool F8, bool PVSM> struct WsPiece {
         end = pc.end;
         n = end - beg;
         kv0 = pc.kv0;
-        q0 = p.qo_indptr[pc.b];
+        q0 = pc.q0;
         ntiles = (n + TN - 1) / TN;
         td = ntiles;
         draft = PVSM && dr.on && pc.last;
