@@ -175,6 +175,34 @@ static inline MLA_HD void mla_sp_piece_range(long long A, int P, int c, int firs
     *end = (int)e0;
 }
 
+/* Chunk c's cost range [*lo, *hi): the last chunk's runs to the end of the
+ * line and beyond (positions past an inconsistent total belong to it, as
+ * mla_sp_chunk_of clamps them). */
+static inline MLA_HD void mla_sp_chunk_range(int c, int chunks, long long work, long long *lo, long long *hi)
+{
+    *lo = mla_sp_chunk_begin(c, chunks, work);
+    *hi = c == chunks - 1 ? 0x7fffffffffffffffLL : mla_sp_chunk_begin(c + 1, chunks, work);
+}
+/* The piece of a sequence (cost start A, P prefix tokens) in the chunk
+ * [lo, hi): 0 when it has none there, else 1 with its tokens [*beg, *end)
+ * and whether the chunk holds the sequence's first and last piece.
+ * Comparisons only, no division: what a stage-1 CTA runs per sequence; the
+ * same pieces as mla_sp_seq_chunks / mla_sp_piece_range (tested). */
+static inline MLA_HD int mla_sp_piece_in(long long A, int P, long long lo, long long hi, int *beg, int *end,
+                                         int *first, int *last)
+{
+    const long long tail = A + (P > 0 ? P : 1) - 1; /* cost position of its last token */
+    if (A >= hi || tail < lo)
+        return 0;
+    *first = A >= lo;
+    *last = tail < hi;
+    const long long b0 = *first ? 0 : lo - A;
+    const long long e0 = *last ? P : hi - A;
+    *beg = (int)b0;
+    *end = (int)(e0 < b0 ? b0 : e0);
+    return 1;
+}
+
 /* The per-head tier's split count: 4 / 8 / 16 for an average prefix below
  * 4096, below 8192, else. */
 int mla_sp_perhead_num_splits(int bs, long long kv_total);

@@ -23,6 +23,10 @@ struct Piece {
     // index, which costs no register to keep across a piece.
     __device__ __forceinline__ int slot(const Stage1Params &p) const
     {
+#if !defined(MLA_TARGET_NVIDIA)
+        if (p.mode == S1_FAST) // grid x is the slot itself (PieceWalk::slot_piece)
+            return (int)blockIdx.x;
+#endif
         return p.mode == S1_FAST ? (int)blockIdx.x + b : b * p.num_splits + (int)blockIdx.x;
     }
 };
@@ -73,6 +77,40 @@ struct PieceWalk {
                 lo = mid + 1;
         }
         return lo;
+    }
+
+    // One piece per CTA (the single-role kernel on AMD, where the loop over
+    // a chunk's pieces kept enough scalar values live to spill SGPRs on
+    // gfx950): grid x runs over the partial slots, and CTA k takes the piece
+    // whose slot c + b is k, if any: b the last sequence with first(b) + b
+    // <= k (first(b) + b grows with b), c = k - b, empty when c lies past
+    // the sequence's last chunk (the slot between two sequences that meet
+    // on a chunk boundary).
+    __device__ __forceinline__ static bool slot_piece(const Stage1Params &p, Piece &pc)
+    {
+        const int k = (int)blockIdx.x, bs = p.num_seqs;
+        int l = 0, h = bs - 1; // the answer in [l, h]: first(0) + 0 = 0 <= k
+        while (l < h) {
+            const int mid = (l + h + 1) >> 1;
+            if (mla_sp_chunk_of(mla_sp_seq_start(p.kv_indptr[mid], mid), p.num_splits, p.work) + mid <= k)
+                l = mid;
+            else
+                h = mid - 1;
+        }
+        const int b = l, kv0 = p.kv_indptr[b], kv1 = p.kv_indptr[b + 1];
+        const long long A = mla_sp_seq_start(kv0, b);
+        int first, last;
+        mla_sp_seq_chunks(A, kv1 - kv0, p.num_splits, p.work, &first, &last);
+        const int c = k - b;
+        if (c < first || c > last)
+            return false;
+        mla_sp_piece_range(A, kv1 - kv0, c, first, last, p.num_splits, p.work, &pc.beg, &pc.end);
+        pc.b = b;
+        pc.kv0 = kv0;
+        pc.q0 = p.qo_indptr[b];
+        pc.last = c == last;
+        pc.only = first == last;
+        return true;
     }
 
     __device__ __forceinline__ explicit PieceWalk(const Stage1Params &p)

@@ -128,6 +128,14 @@ static int check_partition(const mla_sp_fast_plan *pl, const int *P, int bs, int
             mla_sp_piece_range(A, P[b], c, first, last, pl->chunks, pl->work, &beg, &end);
             CHECK(beg == prev && end >= beg && end <= P[b], "b %d c %d: [%d, %d) after %d", b, c, beg, end, prev);
             CHECK(end > beg || P[b] == 0, "b %d c %d: empty piece of a non-empty prefix", b, c);
+            /* The stage-1 CTA's form (comparisons against the chunk's
+             * range) gives the same piece. */
+            long long lo, hi;
+            int b1 = 0, e1 = 0, f1 = 0, l1 = 0;
+            mla_sp_chunk_range(c, pl->chunks, pl->work, &lo, &hi);
+            CHECK(mla_sp_piece_in(A, P[b], lo, hi, &b1, &e1, &f1, &l1) && b1 == beg && e1 == end &&
+                      f1 == (c == first) && l1 == (c == last),
+                  "b %d c %d: mla_sp_piece_in [%d, %d) %d %d vs [%d, %d)", b, c, b1, e1, f1, l1, beg, end);
             prev = end;
             const int slot = c + b;
             CHECK(slot < pl->slots && !used[slot], "b %d c %d: slot %d (of %d) reused or out of range", b, c,
@@ -143,6 +151,15 @@ static int check_partition(const mla_sp_fast_plan *pl, const int *P, int bs, int
             }
         }
         CHECK(prev == P[b], "b %d: pieces end at %d of %d", b, prev, P[b]);
+        for (int c = first - 1; c <= last + 1; c += last - first + 2) {
+            long long lo, hi;
+            int b1 = 0, e1 = 0, f1 = 0, l1 = 0;
+            if (c < 0 || c >= pl->chunks)
+                continue;
+            mla_sp_chunk_range(c, pl->chunks, pl->work, &lo, &hi);
+            CHECK(!mla_sp_piece_in(A, P[b], lo, hi, &b1, &e1, &f1, &l1), "b %d: a piece in chunk %d outside [%d, %d]",
+                  b, c, first, last);
+        }
         if (last - first + 1 > most)
             most = last - first + 1;
         kv += P[b];
