@@ -517,16 +517,16 @@ static void accuracy_cases(void)
 /* The fast tier's balanced partition: the model's pieces are split_policy's
  * (max count from mla_model_max_splits equals plan_ranges'), a long sequence
  * of a skewed batch gets many more of them than under the seed plan, and
- * every target's partition is within the fp64 tolerance built from its own
+ * each target's partition is within the fp64 tolerance built from its own
  * pieces (check_against_fp64 via plan_ranges). */
 static void fast_plan_cases(void)
 {
     static const int32_t p_skew[] = {3000, 64, 100, 0, 1, 130, 64, 70};
     static const int32_t p_mixed[] = {200, 1, 63, 1000};
     static const int32_t p_l1[] = {0, 2, 3, 65, 2500};
-    static const char *const names[] = {"skew_fast", "skew_fast_gfx942", "skew_fast_gfx950"};
+    static const char *const names[] = {"skew_fast", "skew_fast_gfx942"};
     static int32_t lo[MLA_SP_MAX_CHUNKS], hi[MLA_SP_MAX_CHUNKS];
-    case_spec s = base_spec(8, 12, 8, p_skew);
+    case_spec s = base_spec(8, 6, 8, p_skew);
     mla_fixture fx;
     mla_model_opts seed = mla_model_opts_default(), fast = seed;
     mla_shape shape;
@@ -569,7 +569,8 @@ static void fast_plan_cases(void)
         outputs_free(&out);
     }
     mla_fixture_free(&fx);
-    for (p = MLA_MODEL_PLAN_FAST; p <= MLA_MODEL_PLAN_FAST_GFX950; p++)
+    /* gfx950 takes NVIDIA's 64-row blocks at these 48 rows: the same pieces. */
+    for (p = MLA_MODEL_PLAN_FAST; p <= MLA_MODEL_PLAN_FAST_GFX942; p++)
         run_accuracy_case_plan(names[p - MLA_MODEL_PLAN_FAST], &s, (mla_model_plan)p);
     s = base_spec(4, 6, 8, p_mixed);
     run_accuracy_case_plan("mixed_fast", &s, MLA_MODEL_PLAN_FAST);
