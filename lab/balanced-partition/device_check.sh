@@ -39,6 +39,16 @@ fi
 t2=$(date +%s)
 fm=""; [ -x .tools/flashmla_bench ] && fm="--flashmla .tools/flashmla_bench"
 before=""; [ -x .tools/before/mla-bench ] && before="--before .tools/before/mla-bench"
+# ws-pvsm against plain ws on the shapes where auto picks ws-pvsm, two
+# interleaved rounds (graph medians, no ceilings).
+ab="12,8,8,16384:12,8,32,4096:12,8,32,16384:16,4,32,16384:16,4,64,16384"
+for r in 1 2; do
+    for k in auto ws; do
+        build-cuda/hip/mla-bench --fast-kernel $k --cases "$ab" --no-ceilings --out "$OUT/ab/$k-$r" \
+            > "$OUT/logs/ab-$k-$r.log" 2>&1
+    done
+done
+for f in "$OUT"/logs/ab-*.log; do echo "$f"; grep -E 'us .*GB/s' "$f" | cut -c1-75; done
 bash scripts/bench_peers.sh --ours build-cuda/hip/mla-bench $fm $before --rounds "$rounds" --grid "$grid" \
     --layouts pages64 --out "$OUT/peers" --commit "${MLA_COMMIT:-unknown}" "$@" > "$OUT/logs/peers.log" 2>&1
 echo "bench_peers rc $? in $(( $(date +%s) - t2 )) s"
