@@ -446,9 +446,14 @@ static hipError_t launch_fast(const SplitLaunch &a)
     p2.cw = a.plan.cw;
     const int bs = a.g->shape.num_seqs;
     const int rows = a.info.rows_per_cta;
-    // Grid (partial slot, row block): each CTA takes the one piece whose
-    // slot is its x, if any (PieceWalk::slot_piece, stage1_common.h).
+    // Grid (chunk, row block): each CTA takes the pieces of its chunk
+    // (PieceWalk, stage1_common.h); on AMD one CTA per partial slot, each
+    // with at most one piece (PieceWalk::slot_piece).
+#if defined(MLA_TARGET_NVIDIA)
+    dim3 grid(a.plan.chunks, a.plan.row_blocks, 1);
+#else
     dim3 grid(a.plan.slots, a.plan.row_blocks, 1);
+#endif
     hipError_t e;
 #if defined(MLA_TARGET_NVIDIA)
     // ws-pvsm's stage 1 takes the draft block into each sequence's last

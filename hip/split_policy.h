@@ -111,11 +111,7 @@ static inline MLA_HD long long mla_sp_div(long long n, long long d)
 {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #if defined(__CUDA_ARCH__)
-    // rcp.approx: no slow-path call (__frcp_rn has one); the remainder
-    // steps below make the quotient exact whatever its last bits.
-    float rf;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(rf) : "f"((float)d));
-    const double r = (double)rf;
+    const double r = (double)__frcp_rn((float)d);
 #else
     const double r = (double)(1.0f / (float)d);
 #endif

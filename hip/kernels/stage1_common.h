@@ -23,8 +23,11 @@ struct Piece {
     // index, which costs no register to keep across a piece.
     __device__ __forceinline__ int slot(const Stage1Params &p) const
     {
-        // Fast tier: grid x is the slot itself (PieceWalk::slot_piece).
-        return p.mode == S1_FAST ? (int)blockIdx.x : b * p.num_splits + (int)blockIdx.x;
+#if !defined(MLA_TARGET_NVIDIA)
+        if (p.mode == S1_FAST) // grid x is the slot itself (PieceWalk::slot_piece)
+            return (int)blockIdx.x;
+#endif
+        return p.mode == S1_FAST ? (int)blockIdx.x + b : b * p.num_splits + (int)blockIdx.x;
     }
 };
 
@@ -76,29 +79,20 @@ struct PieceWalk {
         return lo;
     }
 
-    // One piece per CTA: grid x runs over the partial slots, and CTA k takes
-    // the piece
+    // One piece per CTA (the single-role kernel on AMD, where the loop over
+    // a chunk's pieces kept enough scalar values live to spill SGPRs on
+    // gfx950): grid x runs over the partial slots, and CTA k takes the piece
     // whose slot c + b is k, if any: b the last sequence with first(b) + b
     // <= k (first(b) + b grows with b), c = k - b, empty when c lies past
     // the sequence's last chunk (the slot between two sequences that meet
     // on a chunk boundary).
-    // The slot of sequence b's first piece: first(b) + b.
-    __device__ __forceinline__ static int slot_first(const Stage1Params &p, int b)
-    {
-        return mla_sp_chunk_of(mla_sp_seq_start(p.kv_indptr[b], b), p.num_splits, p.work) + b;
-    }
     __device__ __forceinline__ static bool slot_piece(const Stage1Params &p, Piece &pc)
     {
         const int k = (int)blockIdx.x, bs = p.num_seqs;
         int l = 0, h = bs - 1; // the answer in [l, h]: first(0) + 0 = 0 <= k
-        // A uniform batch's answer, k bs / (chunks + bs), first: one round
-        // trip of kv_indptr loads.
-        const int g = (int)((unsigned)k * (unsigned)bs / (unsigned)(p.num_splits + bs));
-        if (g < bs && slot_first(p, g) <= k && (g + 1 >= bs || slot_first(p, g + 1) > k))
-            l = h = g;
         while (l < h) {
             const int mid = (l + h + 1) >> 1;
-            if (slot_first(p, mid) <= k)
+            if (mla_sp_chunk_of(mla_sp_seq_start(p.kv_indptr[mid], mid), p.num_splits, p.work) + mid <= k)
                 l = mid;
             else
                 h = mid - 1;

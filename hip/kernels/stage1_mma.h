@@ -63,9 +63,13 @@ __global__ void __launch_bounds__(NW * 32, 1) stage1_kernel(Stage1Params p)
     const int y = blockIdx.y;
     const int tid = threadIdx.x;
     Piece pc;
-    // One piece per CTA: a partial slot of the fast tier
-    // (PieceWalk::slot_piece), a split of the per-head tier.
+#if defined(MLA_TARGET_NVIDIA)
+    PieceWalk walk(p);
+    while (walk.next(p, pc)) {
+#else
+    // AMD: one piece per CTA over the partial slots (PieceWalk::slot_piece).
     if (p.mode == S1_FAST ? PieceWalk::slot_piece(p, pc) : PieceWalk(p).next(p, pc)) {
+#endif
     const int kv0 = pc.kv0, beg = pc.beg, end = pc.end;
     const int n = end - beg;
     const int q0 = pc.q0;

@@ -37,11 +37,10 @@
 // tile of each sequence's last piece (docs/gpu-design.md, "Softmax in the
 // PV warpgroups", "Draft block in stage 1").
 //
-// A CTA takes one piece of the balanced partition (PieceWalk::slot_piece,
-// split_policy.h): grid x runs over the partial slots. (A CTA looping over
-// the pieces of its chunk measured 10-29% slower on uniform batches, its
-// register allocation and instruction fetch worse; docs/gpu-design.md,
-// "Balanced partition".)
+// A CTA takes the pieces of its chunk of the balanced partition one after
+// the other (PieceWalk, split_policy.h): each role loops over them on its
+// own, meeting the others at the barriers of each piece (as CUTLASS's
+// persistent warp-specialized kernels do), so that setmaxnreg runs once.
 #ifndef MLA_KERNELS_STAGE1_WS_H
 #define MLA_KERNELS_STAGE1_WS_H
 
@@ -66,9 +65,10 @@ template <bool F8, bool PVSM> struct WsPiece {
     // P_FULL(t) (each waited for its PV(t - 2) before P_FREE(t - 1)).
     static constexpr int GA = PVSM ? 3 : STG - 1;
     // Q's k16 steps the producer holds in registers: 32 (the 512 nope
-    // columns); PVSM 28 (448 columns), as its producer also gathers, and its
-    // fifth stage lies in the atoms of the other four.
-    static constexpr int QR = PVSM ? 28 : 32;
+    // columns); PVSM 24 (384 columns), as its producer also gathers and
+    // gives registers to the PV warpgroups (WS_REGS_*), and its fifth stage
+    // lies in the atoms of the other four.
+    static constexpr int QR = PVSM ? 24 : 32;
     static constexpr Stage1Smem SM = stage1_ws_smem_plan(ROWS, F8);
     static_assert(!PVSM || TN * D_MAX * 2 <= QR / 4 * ROWS * 128,
                   "PVSM: the fifth stage lies in Q's register-held atoms");
@@ -339,15 +339,16 @@ __global__ void __launch_bounds__(WS_THREADS, 1) stage1_ws_kernel(Stage1Params p
     // Warp-uniform for the compiler as well (a broadcast, as CUTLASS does):
     // wgmma inside a branch it cannot prove uniform is serialized (C7520).
     const int wg_idx = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0);
+    PieceWalk walk(p);
     Piece pc;
-    if (!PieceWalk::slot_piece(p, pc))
-        return; // a slot between two sequences that meet on a chunk boundary
     if (wg_idx == 0) {
         regs_dec_or_inc<PVSM ? WS_REGS_PVSM_PRODUCER : WS_REGS_PRODUCER>();
-        ws_producer<F8, PVSM>(W(base, p, dr, pc), p, dr);
+        while (walk.next(p, pc))
+            ws_producer<F8, PVSM>(W(base, p, dr, pc), p, dr);
     } else {
         regs_dec_or_inc<PVSM ? WS_REGS_PVSM_PV : WS_REGS_PV>();
-        ws_pv<F8, PVSM>(W(base, p, dr, pc), p, dr, wg_idx);
+        while (walk.next(p, pc))
+            ws_pv<F8, PVSM>(W(base, p, dr, pc), p, dr, wg_idx);
     }
 }
 

@@ -8,14 +8,13 @@
 // piece (RS-form wgmma; docs/gpu-design.md, "Q in registers": 6-9% on the
 // producer-bound shapes), 184 there and 160 in the PV warpgroups (of the
 // 168 x 384 at launch); all 36 steps would need the PV warps below 152,
-// which ptxas refuses. ws-pvsm keeps the launch's 168 each (its PV warps
-// hold the scores, their softmax and P beside O, its producer 28 steps of
-// Q, one set of S accumulators and the gather); moving registers either way
-// spilled or serialized its wgmma (C7511/C7512: 152/176 with 24 or 28
-// steps, 136/184 with 20).
+// which ptxas refuses. ws-pvsm goes the other way, 152 and 176: its PV
+// warps hold the scores, their softmax and P beside O (at the 168 of the
+// launch ptxas serialized their wgmma, C7512), its producer 24 steps of Q,
+// one set of S accumulators and the gather.
 constexpr int WS_REGS_PRODUCER = 184;
 constexpr int WS_REGS_PV = (504 - WS_REGS_PRODUCER) / 2;
-constexpr int WS_REGS_PVSM_PRODUCER = 168;
+constexpr int WS_REGS_PVSM_PRODUCER = 152;
 constexpr int WS_REGS_PVSM_PV = (504 - WS_REGS_PVSM_PRODUCER) / 2;
 static_assert(WS_REGS_PV % 8 == 0 && WS_REGS_PVSM_PV % 8 == 0, "setmaxnreg counts are multiples of 8");
 // setmaxnreg to N from the 168 of the launch: up or down.
