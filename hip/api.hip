@@ -177,7 +177,7 @@ static bool kv_is_fp8(const mla_gpu_args *a)
 // The ws-pvsm kernel (stage1_ws.h with the softmax in the PV warpgroups,
 // bf16 pools): forced by fast_kernel ws-pvsm; under auto where it measured
 // faster than plain ws, chunks of 2048 tokens or more on average
-// (docs/gpu-design.md, "Softmax in the PV warpgroups": 3-7% on K3 bs 8 /
+// (docs/perf/2026-12-01-ws-pvg.md "The softmax moved to the PV warpgroups": 3-7% on K3 bs 8 /
 // 16k, bs 32 / 4k and DSV3 bs 32-64 / 16k). Short splits keep plain ws,
 // where it measured 1-2% slower.
 static bool fast_uses_pvsm(const mla_gpu_args *a, const mla_gpu_options &o, int chunks)
@@ -459,7 +459,7 @@ static hipError_t launch_fast(const SplitLaunch &a)
     // ws-pvsm's stage 1 takes the draft block into each sequence's last
     // piece (Stage1Draft): stage 2 then merges the pieces only, its blocks
     // do no draft products after stage 1's CTAs leave the SMs
-    // (docs/gpu-design.md, "Draft block in stage 1"). Not with scaled pools:
+    // (docs/perf/2026-12-02-draft-fold.md, "The draft tile in stage 1's last split"). Not with scaled pools:
     // the drafts take neither k_scale nor v_scale (SPEC section 2). Dv ==
     // 512: the kernel reads 512 columns of each v_extend row (narrower
     // values go through stage 2, which reads its own columns: k3-dv256).

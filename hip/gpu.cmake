@@ -86,7 +86,7 @@ add_test(NAME hip.fp8_decode COMMAND test_gpu_fp8)
 set_tests_properties(hip.fp8_decode PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 
 # How fast the stage-1 producer's S chain runs on the tensor pipe: a
-# measurement tool for docs/perf-log.md (step 23), not a check; built so that
+# measurement tool for docs/perf/2026-12-01-ws-pvg.md ("What the tensor pipe gives"), not a check; built so that
 # it keeps compiling.
 add_executable(wgmma_rate ${CMAKE_CURRENT_LIST_DIR}/tests/wgmma_rate.cu)
 set_target_properties(wgmma_rate PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17

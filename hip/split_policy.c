@@ -11,8 +11,8 @@ int mla_sp_fast_rows(int HL, mla_sp_target target)
     /* More than 64 rows go in 64-row blocks: a 96-row CTA reads the KV once,
      * but its producer warpgroup runs two 64-row S chains per tile and bounds
      * the loop; two 64-row CTAs, one chain each, run in parallel and the
-     * second read of a tile mostly hits L2 (docs/gpu-design.md, "Row
-     * blocks": 2-40% faster on every K3 TP8 shape measured). */
+     * second read of a tile mostly hits L2 (docs/perf/2026-11-29-ws-kernel.md,
+     * "64-row blocks for the 96-row shapes": 2-40% faster on every K3 TP8 shape measured). */
     return r <= 16 ? 16 : r <= 32 ? 32 : 64;
 }
 
@@ -32,7 +32,7 @@ int mla_sp_fast_num_splits(int bs, int row_blocks, int target_ctas)
  * S2_THREADS dependent 16-byte loads per thread, one L2 round trip per
  * batch; at bs 1 the default 64-token splits give K3 64 splits, 16 loads a
  * thread, and the merge costs more than the parallelism saves
- * (docs/perf-log.md, "Longer splits when the merge would be long": K3
+ * (docs/perf/2026-11-29-split-policy.md, "Longer splits when the merge would be long": K3
  * bs 1 / 4k 27.0 us, with 128-token splits 20.4 us). Beyond that a longer stage 1 starts to cost more, hence
  * the cap of 8 tiles. */
 int mla_sp_fast_min_split(int min_split, int rule, long long kv_total, int bs, int num_splits,

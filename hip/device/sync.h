@@ -50,10 +50,10 @@ __device__ __forceinline__ void nbar_sync(int id, int n)
     asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 // mbarriers (shared-memory addresses): hand-overs whose signalling side
-// must not wait (the ping-pong kernel, stage1_pp.h). compute-sanitizer
-// racecheck models them; it reports false hazards for the barrier.arrive
-// form of named barriers (hip/tests/racecheck_arrive.cu, docs/perf-log.md
-// step 26). Phase k of a barrier completes after `count` arrivals; a waiter
+// must not wait. compute-sanitizer racecheck models them; it reports false
+// hazards for the barrier.arrive form of named barriers (the reproducer is
+// at the tag kernels-before-house2, docs/perf/2026-12-01-ws-pvg.md, "Tried
+// and not kept"). Phase k of a barrier completes after `count` arrivals; a waiter
 // names it by parity, so a barrier must never run two phases ahead of its
 // waiters.
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count)

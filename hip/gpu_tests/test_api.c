@@ -141,7 +141,7 @@ int main(void)
 
     /* K3 bs 32 / 4k: two 64-row blocks, 132 / 64 = 2 splits a sequence: 64
      * chunks of 2048 tokens, so auto runs the ws-pvsm kernel
-     * (docs/gpu-design.md, "Softmax in the PV warpgroups"). */
+     * (docs/perf/2026-12-01-ws-pvg.md, "The softmax moved to the PV warpgroups"). */
     CHECK(mla_gpu_plan(&a, MLA_GPU_TIER_AUTO, NULL, &info, &err) == MLA_OK, "%s", err.msg);
     CHECK(info.tier == MLA_GPU_TIER_FAST && info.num_splits == 64 && info.rows_per_cta == 64 &&
               info.fast_kernel == MLA_GPU_FAST_KERNEL_WS_PVSM,

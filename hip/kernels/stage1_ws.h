@@ -1,6 +1,6 @@
 // Stage 1 of the fast tier, warp-specialized (NVIDIA sm_90a; the fast path
-// of every 64-row block of 576-wide heads). Why (docs/gpu-design.md, "The
-// warp-specialized stage 1"): the single-role kernel (stage1_mma.h) runs
+// of every 64-row block of 576-wide heads). Why (docs/perf/2026-11-29-ws-kernel.md,
+// "Roles"): the single-role kernel (stage1_mma.h) runs
 // gather -> S -> softmax -> PV of a tile one after the other behind
 // __syncthreads, so a CTA is latency-bound (~4.3 us per 32-token tile even
 // alone on an SM). Here warpgroup 0, the producer, gathers the tiles and
@@ -26,7 +26,7 @@
 // reads it two iterations later. Each thread decodes exactly the bytes it
 // copied, so the staging tiles need no barrier of their own. (Decoding in
 // the producer added its ~2000 cycles a tile to the producer-bound tile
-// period: docs/gpu-design.md, "fp8 pools".)
+// period: docs/perf/2026-12-01-fp8-pools.md.)
 // PVSM (bf16; fast_kernel ws-pvsm): the softmax runs in the PV warpgroups.
 // The producer gathers and issues the S chains only, handing raw scores over
 // through shared memory (BAR_P_FULL: S(t) written; BAR_P_FREE: the PV warps
@@ -34,8 +34,8 @@
 // same rows as its accumulators: the m64 layouts match thread for thread)
 // and takes P from registers (RS-form wgmma). Five K/V stages, the fifth in
 // Q's register-held atoms, and (Stage1Draft) the draft block as one more
-// tile of each sequence's last piece (docs/gpu-design.md, "Softmax in the
-// PV warpgroups", "Draft block in stage 1").
+// tile of each sequence's last piece (docs/perf/2026-12-01-ws-pvg.md,
+// docs/perf/2026-12-02-draft-fold.md).
 //
 // A CTA takes the pieces of its chunk of the balanced partition one after
 // the other (PieceWalk, split_policy.h): each role loops over them on its
@@ -141,7 +141,7 @@ template <bool F8, bool PVSM> struct WsPiece {
 // token it was 8 half lines); the swizzled destination is one per-thread
 // offset plus immediates ((my_tok + 16) & 7 == my_tok & 7), the sources a
 // base per row plus immediates. Address arithmetic per chunk was half of
-// the producer's time (ncu source counters; docs/gpu-design.md, "Gather").
+// the producer's time (ncu source counters; docs/perf/2026-11-29-ws-kernel.md, "Whole-line gather requests and the skipped rescale").
 struct WsSlots {
     int64_t a, b; // tokens my_tok, my_tok + 16; -1: none (zero fill)
 };

@@ -5,7 +5,7 @@
 
 // Registers a thread of the plain and fp8 kernels holds after setmaxnreg:
 // the producer keeps Q's 32 nope k16 steps in registers for the whole
-// piece (RS-form wgmma; docs/gpu-design.md, "Q in registers": 6-9% on the
+// piece (RS-form wgmma; docs/perf/2026-11-29-ws-kernel.md, "Q in registers for the 64-row S chain": 6-9% on the
 // producer-bound shapes), 184 there and 160 in the PV warpgroups (of the
 // 168 x 384 at launch); all 36 steps would need the PV warps below 152,
 // which ptxas refuses. ws-pvsm goes the other way, 152 and 176: its PV

@@ -112,7 +112,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     // (p = i (i + 1) / 2 + j, j <= i) are spread evenly over the warps: one
     // warp per column j left warp 0 with L pairs and the last with one, and
     // this phase was half of the kernel's instructions (ncu, K3 bs 8 / 16k,
-    // docs/perf-log.md step 28). 16-byte shared loads, two accumulators.
+    // docs/perf/2026-12-02-stage2-merge.md, "Fixed costs of a short-split call, and balanced draft scores"). 16-byte shared loads, two accumulators.
     for (int idx = tid; idx < LD * L; idx += S2_THREADS) {
         const int i = idx / L, j = idx - i * L;
         if (j > i)
@@ -149,7 +149,7 @@ template <typename PT> __global__ void __launch_bounds__(S2_THREADS) stage2_kern
     // partial chunks are loaded now: they do not depend on the weights, so
     // their latency overlaps the lse loads and phase 2, one global round
     // trip less between stage 1's end and o (bs 1 calls, where stage 2's
-    // tail is a quarter of the call: docs/perf-log.md step 39).
+    // tail is a quarter of the call: docs/perf/2026-12-02-stage2-merge.md, "Partials loaded before the weights").
     const int sg = tid / items, item = tid - sg * items;
     uint4 pf[S2_PF];
     if constexpr (sizeof(PT) == 2) {

@@ -20,7 +20,7 @@ namespace mla_dev {
 // exp2 of the softmax: ex2.approx.ftz, without exp2f's two multiplies that
 // rescale results below 2^-126 (weights that small vanish beside the row's
 // largest, 1, in l and in bf16 P anyway). On the producer's path: 8% of K3
-// bs 32 / 16k (docs/gpu-design.md, "Softmax arithmetic").
+// bs 32 / 16k (docs/perf/2026-12-01-ws-pvg.md, "The software-pipelined producer").
 __device__ __forceinline__ float ws_exp2(float x)
 {
     float y;
@@ -107,8 +107,8 @@ __device__ __forceinline__ void ws_softmax_rows(const float (&acc)[16], int vali
 // rescale is an identity: skipped per warp. Its 128 multiplies per thread
 // compete for the issue slots of each SM sub-partition with the producer
 // warp right after P_FULL; skipping them gained 3-5% on the large shapes
-// together with the whole-line gather (docs/gpu-design.md, "The
-// warp-specialized stage 1").
+// together with the whole-line gather (docs/perf/2026-11-29-ws-kernel.md,
+// "Whole-line gather requests and the skipped rescale").
 // A NaN alpha is != 1 and still propagates.
 __device__ __forceinline__ void ws_rescale_o(float (&acc)[128], float a0, float a1)
 {

@@ -7,7 +7,7 @@
 // product (m64n256k16 pairs). Prints cycles per chain and the share of the
 // SM's tensor peak (4096 bf16 flop per cycle) it reaches, and the cycles the
 // warpgroup spends issuing a chain (up to its commit) before it waits. A measurement
-// tool, not a check (docs/perf-log.md, step 23): operand values do not
+// tool, not a check (docs/perf/2026-12-01-ws-pvg.md, "What the tensor pipe gives"): operand values do not
 // matter, so shared memory holds a fixed small pattern.
 // Built by the cuda preset as build-cuda/hip/wgmma_rate; run it on the
 // device (one H200 call of a few seconds).

@@ -37,7 +37,7 @@ const char *mla_gpu_tier_name(mla_gpu_tier t);
 /* The per-head baseline uses at most 16 splits (SPEC section 4). */
 #define MLA_GPU_PERHEAD_MAX_SPLITS 16
 
-/* Stage-1 kernel of the fast tier (docs/gpu-design.md, "The fast tier").
+/* Stage-1 kernel of the fast tier (docs/gpu-design.md, "Tier FAST: two stages").
  * The kernels ever tried and dropped (the ping-pong and pair stage 1s,
  * 96-row CTAs, mma.sync at 576 columns on NVIDIA) live in git history under
  * the tag kernels-before-house2. */
@@ -64,7 +64,7 @@ typedef enum {
 typedef enum {
     MLA_GPU_MERGE_AUTO = 0,  /* stage 1 writes o and lse itself when every sequence has one split
                                 and stage 1 takes the draft block (ws-pvg, bf16 pools, dense o
-                                and lse); stage 2 merges otherwise (docs/perf-log.md step 41) */
+                                and lse); stage 2 merges otherwise (docs/perf/2026-12-02-stage2-merge.md, "The merge without stage 2") */
     MLA_GPU_MERGE_STAGE2 = 1 /* always the merge kernel (stage 2) */
 } mla_gpu_merge;
 
