@@ -41,7 +41,7 @@ function(mla_gpu_library name kind)
     CUDA_RUNTIME_LIBRARY Static)
   target_compile_options(${name} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:${_mla_gencode} -Xptxas=-v -lineinfo --expt-relaxed-constexpr>)
-  target_link_libraries(${name} PUBLIC mla_plan CUDA::cudart_static)
+  target_link_libraries(${name} PUBLIC mla_core CUDA::cudart_static)
   if("${kind}" STREQUAL "STATIC")
     # Host stubs of the .hip sources are C++: a C program (mla-validate,
     # test_gpu) linking the static library needs the C++ runtime.
@@ -49,8 +49,8 @@ function(mla_gpu_library name kind)
   endif()
 endfunction()
 
-# mla_plan (seed/, pure C, PIC) supplies mla_can_handle; the shared library
-# embeds it.
+# mla_core (core/, pure C, PIC) supplies mla_can_handle and the status
+# codes; the shared library embeds it.
 mla_gpu_library(mla_gpu STATIC)
 mla_gpu_library(mla_gpu_shared SHARED)
 set_target_properties(mla_gpu_shared PROPERTIES OUTPUT_NAME mla_gpu)
@@ -81,7 +81,7 @@ set_target_properties(test_gpu_fp8 PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDA
                       CUDA_RUNTIME_LIBRARY Static)
 target_compile_options(test_gpu_fp8 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${_mla_gencode}>)
 target_include_directories(test_gpu_fp8 PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${MLA_INCLUDE_DIR})
-target_link_libraries(test_gpu_fp8 PRIVATE mla_common CUDA::cudart_static)
+target_link_libraries(test_gpu_fp8 PRIVATE mla_core CUDA::cudart_static)
 add_test(NAME hip.fp8_decode COMMAND test_gpu_fp8)
 set_tests_properties(hip.fp8_decode PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 

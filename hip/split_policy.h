@@ -6,7 +6,7 @@
  * shapes and host-known totals alone, so a launch never reads device data
  * and stays graph safe. Tested on the CPU by hip/tests/test_split_policy.c.
  *
- * The upstream seed's rules (SPEC section 4) live in seed/plan.c; the fast
+ * The upstream seed's rules (SPEC section 4) live in core/plan.c; the fast
  * tier reuses its floor partition (mla_plan_active_splits,
  * mla_plan_split_range) with its own split count and smallest split. */
 #ifndef MLA_SPLIT_POLICY_H

@@ -919,7 +919,7 @@ def markdown(recs, results, versions):
     w("Model (every figure it produces is modeled, none measured): per KV token, one workgroup needs MFMA "
       "cycles (2MNK flops per MFMA at the bf16 peak rate per SIMD), VALU cycles (4 per wave64 op) and LDS "
       "cycles (bytes at the LDS rate). With two or more waves per SIMD these overlap (max), with one wave per "
-      "SIMD they add up (sum). Workgroups of the split plan (the seed: SPEC section 4's rule from seed/plan.c; "
+      "SIMD they add up (sum). Workgroups of the split plan (the seed: SPEC section 4's rule from core/plan.c; "
       "ours: our fast tier's plan on gfx950, read from our C code by `amd_static_probe`) are list-scheduled "
       "over 256 CUs x the workgroups one CU holds (occupancy), each at its share of the CU. Stage 1 cannot "
       "beat its HBM bytes (pool rows once per workgroup, indices, Q, partials) at 8 TB/s; stage 2 is its "

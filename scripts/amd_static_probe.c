@@ -3,7 +3,7 @@
  *
  *   amd_static_probe plan seed|gfx942|gfx950 H L LENS
  *       The split plan of one batch (LENS: per-sequence prefixes, "N" or
- *       "NxM", comma-separated): the seed's (SPEC section 4, seed/plan.c) or
+ *       "NxM", comma-separated): the seed's (SPEC section 4, core/plan.c) or
  *       our fast tier's on that arch (mla_gpu_plan of the emulator's build of
  *       hip/api.hip for the grid, the needle library's split ranges for the
  *       per-sequence pieces: the same rules the kernels and the suite use).

@@ -1,7 +1,7 @@
 /* CPU unit test of the GPU tiers' split and chunk rules (split_policy.c):
  * the values the H200 tuning settled on, and invariants over a sweep. */
 #include "split_policy.h"
-#include "test_util.h" /* seed/tests: CHECK, failures */
+#include "test_util.h" /* core/tests: CHECK, failures */
 
 #include <stdlib.h>
 #include <string.h>

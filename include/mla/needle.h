@@ -22,7 +22,7 @@ extern "C" {
 /* ---- split plans ---- */
 
 typedef enum {
-    MLA_SPLITS_SEED = 0,    /* SPEC 4: mla_plan_make (seed/plan.c) + floor partition (core/) */
+    MLA_SPLITS_SEED = 0,    /* SPEC 4: mla_plan_make (core/plan.c) + floor partition (core/) */
     MLA_SPLITS_GPU_FAST,    /* our NVIDIA fast tier: the balanced partition (hip/split_policy.h)
                                with 64-row blocks, 132 CTAs, fast_min_split */
     MLA_SPLITS_GPU_PERHEAD, /* per-head tier: 4/8/16 splits, ceil(P/n) rounded up to 32 (all

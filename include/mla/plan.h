@@ -1,6 +1,6 @@
-/* The launch plan of the two-stage MLA verify kernel (SPEC sections 3, 4):
- * decline conditions, block configuration, split counts and the floor
- * partition of each prefix. Everything here is a function of shapes alone, so
+/* The launch plan of the upstream two-stage MLA verify kernel (SPEC section
+ * 4), the seed: block configuration, split counts and the floor partition of
+ * each prefix (the shape and the decline conditions: mla/shape.h). Everything here is a function of shapes alone, so
  * a GPU launch built on it never reads device data and stays graph safe. The
  * per-sequence partition is inline so device code and the CPU model share
  * one definition. */
@@ -8,35 +8,11 @@
 #define MLA_PLAN_H
 
 #include "mla/common.h"
-
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
-#define MLA_HD __host__ __device__
-#else
-#define MLA_HD
-#endif
+#include "mla/shape.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* What the fast path needs to decide, known on the host without touching
- * device memory. */
-typedef struct {
-    int32_t num_seqs;
-    int32_t num_heads;
-    int32_t num_kv_heads;
-    int32_t q_len;        /* declared drafts per sequence (0 = ragged) */
-    int64_t num_q_tokens; /* rows of q */
-    int32_t head_dim;     /* q width */
-    int32_t kv_dim;       /* kv pool width */
-    int32_t v_head_dim;   /* output width */
-    int32_t v_extend_dim; /* v_extend width */
-    int32_t is_causal;
-    float logit_cap;
-    int32_t sliding_window;
-    int32_t has_sinks;
-    int32_t topk;
-} mla_shape;
 
 typedef struct {
     int32_t block_h; /* query heads per program */
@@ -53,15 +29,6 @@ typedef struct {
     int32_t n_head_blocks; /* ceil(num_heads / block_h) */
     int32_t num_splits;    /* max(1, min(32, 512 / (bs * n_head_blocks))) */
 } mla_plan;
-
-/* The shape view of a fixture, as the GPU API would see it (the fixture's
- * pool and q share head_dim, v_extend has v_head_dim). */
-struct mla_fixture;
-void mla_shape_from_fixture(const struct mla_fixture *fx, mla_shape *s);
-
-/* NULL when the fast path accepts `s`, otherwise a static string naming the
- * first decline condition of SPEC section 3 that holds. */
-const char *mla_can_handle(const mla_shape *s);
 
 /* Upstream tuning (SPEC section 4): BLOCK_H 4, BLOCK_N 64, 8 warps, 1 stage. */
 mla_block_config mla_block_config_default(void);

@@ -255,7 +255,7 @@ static void note(check_result *r, const char *fmt, int b, int i, int h, int d, d
  * with the per-element tolerance above. The split structure (for the
  * partial term) is the plan's own for block config `blk`. */
 /* The key ranges the model's plan makes partials of for sequence b, from
- * the plans' own functions (seed/plan.c, hip/split_policy.h); the count is
+ * the plans' own functions (core/plan.c, hip/split_policy.h); the count is
  * returned, at most cap written. */
 static int32_t plan_ranges(const mla_fixture *fx, const mla_model_opts *opts, const mla_plan *plan,
                            int32_t b, int32_t *lo, int32_t *hi, int32_t cap)

@@ -1,14 +1,13 @@
-/* Launch plan of the upstream two-stage MLA verify kernel (SPEC sections 3,
- * 4): the seed. Our GPU tiers take mla_can_handle and the floor partition
- * from it; their own split rules are in hip/split_policy.c.
- *
- * Pure C that needs only mla_common: the GPU library compiles this file as
- * well, and a plan must never need device data or the fixture reader (the
- * fixture struct is read, never loaded, so HDF5 stays out). */
-#include "mla/plan.h"
+/* The contract of every GPU tier (include/mla/shape.h): the shape a call
+ * is judged by and the decline conditions of SPEC section 3. Pure C that
+ * needs only the status codes: the GPU library links it, and a shape never
+ * needs device data or the fixture reader (the fixture struct is read,
+ * never loaded, so HDF5 stays out). */
+#include "mla/shape.h"
 #include "mla/fixture.h"
 
 #include <stdio.h>
+#include <string.h>
 
 const char *mla_can_handle(const mla_shape *s)
 {
@@ -55,58 +54,6 @@ const char *mla_can_handle(const mla_shape *s)
     if (s->topk != 1)
         return "topk != 1 (tree drafts)";
     return NULL;
-}
-
-mla_block_config mla_block_config_default(void)
-{
-    mla_block_config c;
-
-    c.block_h = 4;
-    c.block_n = 64;
-    c.num_warps = 8;
-    c.num_stages = 1;
-    return c;
-}
-
-mla_status mla_plan_make(const mla_shape *s, const mla_block_config *blk, mla_plan *plan,
-                         mla_error *err)
-{
-    const char *why;
-    int64_t n_head_blocks, programs, splits;
-
-    if (!s || !blk || !plan) {
-        mla_error_set(err, "mla_plan_make: null argument");
-        return MLA_ERR_INVALID;
-    }
-    why = mla_can_handle(s);
-    if (why) {
-        mla_error_set(err, "fast path declines the case: %s", why);
-        return MLA_ERR_DECLINED;
-    }
-    if (blk->block_h < 1 || blk->block_n < 1 || blk->num_warps < 1 || blk->num_stages < 1) {
-        mla_error_set(err, "invalid block config (block_h %d, block_n %d, warps %d, stages %d)",
-                   (int)blk->block_h, (int)blk->block_n, (int)blk->num_warps,
-                   (int)blk->num_stages);
-        return MLA_ERR_INVALID;
-    }
-
-    n_head_blocks = ((int64_t)s->num_heads + blk->block_h - 1) / blk->block_h;
-    /* Upstream sizes the grid for about 512 stage-1 programs; 64-bit so a
-     * large batch cannot overflow the product. */
-    programs = (int64_t)s->num_seqs * n_head_blocks;
-    splits = 512 / programs;
-    if (splits > 32)
-        splits = 32;
-    if (splits < 1)
-        splits = 1;
-
-    plan->blk = *blk;
-    plan->num_seqs = s->num_seqs;
-    plan->num_heads = s->num_heads;
-    plan->q_len = s->q_len;
-    plan->n_head_blocks = (int32_t)n_head_blocks;
-    plan->num_splits = (int32_t)splits;
-    return MLA_OK;
 }
 
 void mla_shape_from_fixture(const mla_fixture *fx, mla_shape *s)
