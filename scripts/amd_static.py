@@ -801,7 +801,9 @@ def main():
                                              row["ours"]["modeled_us_full_overlap"])
         results.append(row)
 
-    git = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
+    # The commit itself (a describe would name the nearest tag instead).
+    git = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--exclude", "*"],
+                         capture_output=True, text=True)
     # AMD_STATIC_TREE names the tree when it is no git checkout (an export).
     tree = git.stdout.strip() if git.returncode == 0 else os.environ.get("AMD_STATIC_TREE", "unknown")
     versions = {"tree": tree, "triton": triton.__version__, "sglang": SGLANG_VERSION, "sglang_wheel": wheel,
