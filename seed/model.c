@@ -108,8 +108,9 @@ static const mutation_row k_mutations[MLA_MUT_COUNT] = {
     BOUNDARY(MLA_MUT_DRAFT_OFF_BY_ONE, "the draft block sees one draft too many"),
     /* Invisible with finite values (their weight is exactly 0): only a
      * non-finite draft value shows it (the shipped k3-nan-draft). A
-     * stage-1 draft tile on tensor cores had this bug (docs/perf-log.md,
-     * step 30). */
+     * stage-1 draft tile on tensor cores had this bug
+     * (docs/perf/2026-12-02-draft-fold.md, "The draft tile in stage 1's last
+     * split"). */
     [MLA_MUT_MASKED_DRAFT_ZERO_WEIGHT] = {"masked_draft_zero_weight",
                                           "masked drafts' values summed at weight 0 (0 x NaN)",
                                           "draft values: masked_drafts_weighted", CORRECT, 1},
@@ -118,8 +119,8 @@ static const mutation_row k_mutations[MLA_MUT_COUNT] = {
      * split's later tile holds a far larger score (the boundary needles,
      * the fp8 cases' near-max codes, k3-ramp). A lazy reference max
      * (FlashAttention-4's form) tried in the ping-pong stage 1 had this bug
-     * planted, and no catalogue case caught it there (docs/perf-log.md step
-     * 36): that kernel's splits held too few 64-token blocks. */
+     * planted, and no catalogue case caught it there (the ws-pp rows of
+     * docs/perf-log.md, tag kernels-before-house2): that kernel's splits held too few 64-token blocks. */
     [MLA_MUT_LAZY_RESCALE_DROPPED] = {"lazy_rescale_dropped",
                                       "lazy running max (moves past 2^8 only), O not rescaled on a move",
                                       "online softmax: lazy_drop", CORRECT, 0, 5.545177444479562f},
