@@ -345,6 +345,14 @@ static mla_status check_args(const mla_gpu_args *a, mla_error *err)
                   (long long)s->num_q_tokens);
         return MLA_ERR_INVALID;
     }
+    // SPEC section 6: -1 is off, W >= 1 a window; 0 means nothing (SGLang's
+    // "<= 0 is off" is mapped to -1 where calls are captured), so it is
+    // rejected here as the reader, the reference and the model reject it.
+    if (s->sliding_window == 0 || s->sliding_window < -1) {
+        mla_error_set(err, "mla_gpu_run: sliding_window %d is neither -1 (off) nor a window W >= 1",
+                      s->sliding_window);
+        return MLA_ERR_INVALID;
+    }
     if (s->v_head_dim > s->kv_dim) {
         mla_error_set(err, "mla_gpu_run: v_head_dim %d exceeds the kv pool width %d", s->v_head_dim,
                   s->kv_dim);
@@ -364,8 +372,6 @@ static mla_status check_args(const mla_gpu_args *a, mla_error *err)
 }
 
 
-// What the launch of a split tier needs beyond the arguments: the plan and
-// the workspace carved into partial outputs and lse.
 // What the launch of a split tier needs beyond the arguments: the plan and
 // the workspace carved into partial outputs and lse.
 enum class FastStage1 { MMA, WS, WS_PVSM };

@@ -156,8 +156,9 @@ mla_status mla_amd_emu_run_with(void (*run)(mla_emu_tier_run &), const mla_gpu_a
     if (r.status != 0) {
         mla_error_set(err, "amd emu %s: %s", arch == MLA_AMD_EMU_GFX950 ? "gfx950" : "gfx942", r.msg);
         // A decline is the tier's answer, judged as one (DECLINED, or a FAIL
-        // where SPEC section 3 says accept), not a kernel fault.
-        return r.declined ? MLA_ERR_DECLINED : MLA_ERR_RUNTIME;
+        // where SPEC section 3 says accept), not a kernel fault; so is the
+        // library's rejection of invalid arguments.
+        return r.declined ? MLA_ERR_DECLINED : r.invalid ? MLA_ERR_INVALID : MLA_ERR_RUNTIME;
     }
     memcpy(a->o, d.o, o_b);
     if (a->lse)

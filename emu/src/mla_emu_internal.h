@@ -15,6 +15,7 @@ struct mla_emu_tier_run {
     char msg[1024];  /* the fault, or why nothing ran */
     char what[256];  /* what ran: kernels, grids, LDS bytes */
     int declined;    /* nothing ran: mla_gpu_run declined the arguments (msg says why) */
+    int invalid;     /* nothing ran: mla_gpu_run rejected the arguments (msg names the field) */
 };
 
 #define MLA_EMU_DECLARE_ARCH(ns)                                                                   \

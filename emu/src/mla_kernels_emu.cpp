@@ -162,6 +162,7 @@ void emu_run_tier(mla_emu_tier_run &r)
 {
     r.status = 0;
     r.declined = 0;
+    r.invalid = 0;
     r.msg[0] = 0;
     r.what[0] = 0;
     g_run = &r;
@@ -173,6 +174,7 @@ void emu_run_tier(mla_emu_tier_run &r)
     mla_error ws_err;
     if (mla_gpu_workspace_size(&g.shape, tier, nullptr, &bytes, &ws_err) == MLA_ERR_INVALID) {
         r.status = mla_emu::FAULT_CONFIG;
+        r.invalid = 1;
         snprintf(r.msg, sizeof r.msg, "%s", ws_err.msg);
         g_run = nullptr;
         return;
@@ -192,6 +194,7 @@ void emu_run_tier(mla_emu_tier_run &r)
     if (r.status == 0 && st != MLA_OK) {
         r.status = mla_emu::FAULT_CONFIG;
         r.declined = st == MLA_ERR_DECLINED;
+        r.invalid = st == MLA_ERR_INVALID;
         snprintf(r.msg, sizeof r.msg, "mla_gpu_run: %s", err.msg);
     }
     mla_emu::release(ws);

@@ -66,6 +66,24 @@ int main(void)
         free_case(&c);
     }
     {
+        /* sliding_window 0 is no value (SPEC section 6: -1 is off): the
+         * library's argument check rejects it for every tier, as the fixture
+         * reader and the reference do. */
+        Case c;
+        make_case(&c, 4, 2, 2, p_small);
+        c.a.shape.sliding_window = 0;
+        for (int t = MLA_GPU_TIER_AUTO; t <= MLA_GPU_TIER_GENERIC; ++t) {
+            mla_error err;
+            mla_amd_emu_info info;
+            memset(&err, 0, sizeof err);
+            const mla_status st = mla_amd_emu_run(&c.a, c.slots, (mla_gpu_tier)t, MLA_AMD_EMU_GFX942, 0, &info, &err);
+            CHECK(st == MLA_ERR_INVALID && strstr(err.msg, "sliding_window"),
+                  "sliding_window 0, tier %d: expected MLA_ERR_INVALID naming the field, got %d: %s", t, (int)st,
+                  err.msg);
+        }
+        free_case(&c);
+    }
+    {
         /* A pool declared one slot too short for the indices: the gather of
          * the highest slot must fault with the buffer and work-item named. */
         Case c;

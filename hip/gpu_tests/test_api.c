@@ -35,6 +35,7 @@ static mla_gpu_args k3_args(int bs, long long P)
     s->head_dim = s->kv_dim = 576;
     s->v_head_dim = s->v_extend_dim = 512;
     s->is_causal = 1;
+    s->sliding_window = -1; /* off (0 is rejected) */
     s->topk = 1;
     a.num_kv_indices = bs * P;
     a.sm_scale = 0.0721688f;

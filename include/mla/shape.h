@@ -30,7 +30,7 @@ typedef struct {
     int32_t v_extend_dim; /* v_extend width */
     int32_t is_causal;
     float logit_cap;
-    int32_t sliding_window;
+    int32_t sliding_window; /* -1 off, W >= 1 a window; 0 and below -1 are invalid (SPEC 6) */
     int32_t has_sinks;
     int32_t topk;
 } mla_shape;
